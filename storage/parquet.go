@@ -1,0 +1,295 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"iter"
+	"os"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/legorl/legorl/schemas"
+)
+
+// WriterOptions configure NewWriter.
+type WriterOptions struct {
+	// TempDir holds the file while it is written. Defaults to os.TempDir().
+	TempDir string
+	// PageBufferBytes is parquet-go's page buffer size. Defaults to 1 MiB.
+	PageBufferBytes int
+}
+
+// Writer writes rows of type T (a schemas row type) as one Parquet file and
+// publishes it write-once on Close. Columns are zstd-compressed; float lists
+// use BYTE_STREAM_SPLIT (tagged in the row types), without which zstd barely
+// compresses raw floats. Until Close succeeds nothing is in the store.
+type Writer[T any] struct {
+	st     Putter
+	key    string
+	table  string
+	tmp    *os.File
+	sum    hash.Hash
+	pw     *parquet.GenericWriter[T]
+	rows   int64
+	closed bool
+}
+
+// NewWriter starts a Parquet file that Close will put at key. The footer is
+// validated and written into the file's key/value metadata.
+func NewWriter[T any](st Putter, key string, footer schemas.Footer, opts WriterOptions) (*Writer[T], error) {
+	if err := CheckKey(key); err != nil {
+		return nil, err
+	}
+	if err := footer.Validate(); err != nil {
+		return nil, fmt.Errorf("storage: writer for %s: %w", key, err)
+	}
+	tmp, err := os.CreateTemp(opts.TempDir, "legorl-*.parquet")
+	if err != nil {
+		return nil, fmt.Errorf("storage: writer for %s: %w", key, err)
+	}
+	os.Remove(tmp.Name()) // unlinked at once: a crash leaves nothing behind
+	w := &Writer[T]{st: st, key: key, table: string(footer.Table), tmp: tmp, sum: sha256.New()}
+	pageBuf := opts.PageBufferBytes
+	if pageBuf <= 0 {
+		pageBuf = 1 << 20
+	}
+	wopts := []parquet.WriterOption{
+		parquet.Compression(&parquet.Zstd),
+		parquet.PageBufferSize(pageBuf),
+		parquet.CreatedBy("legorl", footer.CodeVersion, ""),
+	}
+	for k, v := range footer.KeyValues() {
+		wopts = append(wopts, parquet.KeyValueMetadata(k, v))
+	}
+	w.pw = parquet.NewGenericWriter[T](io.MultiWriter(tmp, w.sum), wopts...)
+	return w, nil
+}
+
+// Write appends rows.
+func (w *Writer[T]) Write(rows []T) error {
+	if w.closed {
+		return fmt.Errorf("storage: write %s: writer is closed", w.key)
+	}
+	if _, err := w.pw.Write(rows); err != nil {
+		return fmt.Errorf("storage: write %s: %w", w.key, err)
+	}
+	w.rows += int64(len(rows))
+	return nil
+}
+
+// Close finishes the file and puts it in the store. On any error nothing is
+// visible at the key (puts are atomic) and the error is returned. Close
+// returns the entry to commit in a manifest.
+func (w *Writer[T]) Close(ctx context.Context) (FileEntry, error) {
+	if w.closed {
+		return FileEntry{}, fmt.Errorf("storage: close %s: writer is closed", w.key)
+	}
+	w.closed = true
+	defer w.tmp.Close()
+	if err := w.pw.Close(); err != nil {
+		return FileEntry{}, fmt.Errorf("storage: finish %s: %w", w.key, err)
+	}
+	size, err := w.tmp.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return FileEntry{}, fmt.Errorf("storage: finish %s: %w", w.key, err)
+	}
+	if _, err := w.tmp.Seek(0, io.SeekStart); err != nil {
+		return FileEntry{}, fmt.Errorf("storage: finish %s: %w", w.key, err)
+	}
+	if err := w.st.Put(ctx, w.key, w.tmp, size); err != nil {
+		return FileEntry{}, err
+	}
+	return FileEntry{Table: w.table, Key: w.key, Size: size, Rows: w.rows, SHA256: hex.EncodeToString(w.sum.Sum(nil))}, nil
+}
+
+// Abort discards the file; nothing reaches the store.
+func (w *Writer[T]) Abort() {
+	if !w.closed {
+		w.closed = true
+		w.tmp.Close()
+	}
+}
+
+// WriteFile writes rows as one file at key and returns its entry.
+func WriteFile[T any](ctx context.Context, st Putter, key string, footer schemas.Footer, rows []T) (FileEntry, error) {
+	w, err := NewWriter[T](st, key, footer, WriterOptions{})
+	if err != nil {
+		return FileEntry{}, err
+	}
+	if err := w.Write(rows); err != nil {
+		w.Abort()
+		return FileEntry{}, err
+	}
+	return w.Close(ctx)
+}
+
+// File is a verified Parquet file held in memory, read as Arrow batches.
+type File struct {
+	Name   string
+	Footer schemas.Footer
+	Schema *arrow.Schema
+	rows   int64
+	pf     *file.Reader
+	fr     *pqarrow.FileReader
+}
+
+// MaxFileBytes bounds the size of a data file a reader loads. Defaults to 4 GiB.
+const MaxFileBytes = 4 << 30
+
+// OpenFile fetches a committed file, checks its size and sha256 against the
+// manifest entry, and decodes its footer. A truncated or altered file fails
+// with ErrChecksum naming the key; it is never decoded.
+func OpenFile(ctx context.Context, st Getter, e FileEntry, mem memory.Allocator) (*File, error) {
+	if e.Size > MaxFileBytes {
+		return nil, fmt.Errorf("%w: %s is %d bytes, over the %d limit", ErrCorrupt, e.Key, e.Size, MaxFileBytes)
+	}
+	rc, err := st.Get(ctx, e.Key)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	buf := bytes.NewBuffer(make([]byte, 0, e.Size))
+	sum := sha256.New()
+	n, err := io.Copy(io.MultiWriter(buf, sum), io.LimitReader(rc, e.Size+1))
+	if err != nil {
+		return nil, fmt.Errorf("storage: read %s: %w", e.Key, err)
+	}
+	if n != e.Size {
+		return nil, fmt.Errorf("%w: %s is %d bytes, manifest says %d", ErrChecksum, e.Key, n, e.Size)
+	}
+	if got := hex.EncodeToString(sum.Sum(nil)); got != e.SHA256 {
+		return nil, fmt.Errorf("%w: %s has sha256 %s, manifest says %s", ErrChecksum, e.Key, got[:12], short(e.SHA256))
+	}
+	f, err := DecodeFile(e.Key, buf.Bytes(), mem)
+	if err != nil {
+		return nil, err
+	}
+	if string(f.Footer.Table) != e.Table {
+		return nil, fmt.Errorf("%w: %s holds table %s, manifest says %s", ErrCorrupt, e.Key, f.Footer.Table, e.Table)
+	}
+	if f.rows != e.Rows {
+		return nil, fmt.Errorf("%w: %s holds %d rows, manifest says %d", ErrCorrupt, e.Key, f.rows, e.Rows)
+	}
+	return f, nil
+}
+
+func short(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}
+
+// DecodeFile decodes Parquet bytes named name: the footer metadata must be a
+// legorl footer and the Arrow schema must be the table's documented one.
+// Malformed input gives an ErrCorrupt error naming the file, never a panic.
+func DecodeFile(name string, data []byte, mem memory.Allocator) (f *File, err error) {
+	defer recoverCorrupt(name, &err)
+	pf, err := file.NewParquetReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, name, err)
+	}
+	kv := map[string]string{}
+	for _, e := range pf.MetaData().KeyValueMetadata() {
+		if e.Value != nil {
+			kv[e.Key] = *e.Value
+		}
+	}
+	footer, err := schemas.ParseFooter(kv)
+	if err != nil {
+		pf.Close()
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, name, err)
+	}
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 4096}, mem)
+	if err != nil {
+		pf.Close()
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, name, err)
+	}
+	got, err := fr.Schema()
+	if err != nil {
+		pf.Close()
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, name, err)
+	}
+	want, _ := schemas.ArrowSchema(footer.Table) // footer.Validate checked the table
+	if err := SameColumns(want, got); err != nil {
+		pf.Close()
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, name, err)
+	}
+	return &File{Name: name, Footer: footer, Schema: want, rows: pf.NumRows(), pf: pf, fr: fr}, nil
+}
+
+// SameColumns reports whether got has want's column names and types, in
+// order, ignoring field metadata.
+func SameColumns(want, got *arrow.Schema) error {
+	if len(want.Fields()) != len(got.Fields()) {
+		return fmt.Errorf("schema has %d columns, want %d", len(got.Fields()), len(want.Fields()))
+	}
+	for i, w := range want.Fields() {
+		g := got.Field(i)
+		if g.Name != w.Name || !arrow.TypeEqual(g.Type, w.Type) {
+			return fmt.Errorf("column %d is %s %s, want %s %s", i, g.Name, g.Type, w.Name, w.Type)
+		}
+	}
+	return nil
+}
+
+func recoverCorrupt(name string, err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("%w: %s: decoder failed: %v", ErrCorrupt, name, r)
+	}
+}
+
+// NumRows returns the number of rows in the file.
+func (f *File) NumRows() int64 { return f.rows }
+
+// Batches yields the file's rows as Arrow record batches of up to batchRows
+// rows (0: 4096). A batch is valid until the next iteration; Retain it to
+// keep it longer. Decoding errors end the sequence with an ErrCorrupt error.
+func (f *File) Batches(ctx context.Context, batchRows int) iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		err := f.batches(ctx, batchRows, yield)
+		if err != nil && !errors.Is(err, errStop) {
+			yield(nil, err)
+		}
+	}
+}
+
+var errStop = errors.New("stop")
+
+func (f *File) batches(ctx context.Context, batchRows int, yield func(arrow.RecordBatch, error) bool) (err error) {
+	defer recoverCorrupt(f.Name, &err)
+	if batchRows <= 0 {
+		batchRows = 4096
+	}
+	f.fr.Props.BatchSize = int64(batchRows)
+	rr, err := f.fr.GetRecordReader(ctx, nil, nil)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrCorrupt, f.Name, err)
+	}
+	defer rr.Release()
+	for rr.Next() {
+		if !yield(rr.RecordBatch(), nil) {
+			return errStop
+		}
+	}
+	if err := rr.Err(); err != nil && !errors.Is(err, io.EOF) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: %s: %v", ErrCorrupt, f.Name, err)
+	}
+	return nil
+}
+
+// Close releases the file.
+func (f *File) Close() error { return f.pf.Close() }

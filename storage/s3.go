@@ -1,0 +1,210 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// S3Store is a Store over an S3 bucket and key prefix, through minio-go.
+// Puts carry If-None-Match: * (on the single PUT, or on
+// CompleteMultipartUpload for large objects), so the server refuses to
+// replace an existing key with 412 Precondition Failed. ProbeWriteOnce checks
+// that a server honours it.
+type S3Store struct {
+	client   *minio.Client
+	bucket   string
+	prefix   string // "" or "a/b"
+	endpoint string
+	// PartSize is the multipart part size; objects larger than it are
+	// uploaded in parts. Defaults to 64 MiB.
+	PartSize uint64
+}
+
+// OpenS3 connects to bucket on the endpoint in opts and checks that it exists.
+func OpenS3(ctx context.Context, bucket, prefix string, opts Options) (*S3Store, error) {
+	if bucket == "" {
+		return nil, fmt.Errorf("%w: s3 URI has no bucket", ErrInvalidURI)
+	}
+	if prefix != "" {
+		if err := CheckKey(prefix); err != nil {
+			return nil, fmt.Errorf("%w: s3 prefix: %v", ErrInvalidURI, err)
+		}
+	}
+	endpoint := opts.S3Endpoint
+	if endpoint == "" {
+		endpoint = "https://s3.amazonaws.com"
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+		return nil, fmt.Errorf("%w: s3 endpoint %q: want http://host:port or https://host:port", ErrInvalidURI, endpoint)
+	}
+	region := opts.Region
+	if region == "" {
+		region = "us-east-1"
+	}
+	var creds *credentials.Credentials
+	if opts.AccessKey != "" {
+		creds = credentials.NewStaticV4(opts.AccessKey, opts.SecretKey, opts.SessionToken)
+	} else {
+		creds = credentials.New(&credentials.Static{}) // anonymous
+	}
+	client, err := minio.New(u.Host, &minio.Options{
+		Creds:        creds,
+		Secure:       u.Scheme == "https",
+		Region:       region,
+		BucketLookup: minio.BucketLookupPath,
+		MaxRetries:   3,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: s3 endpoint %s: %w", endpoint, err)
+	}
+	s := &S3Store{client: client, bucket: bucket, prefix: prefix, endpoint: endpoint, PartSize: 64 << 20}
+
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ok, err := client.BucketExists(pctx, bucket)
+	if err != nil {
+		return nil, fmt.Errorf("storage: s3 endpoint %s: %s", endpoint, oneLine(err))
+	}
+	if !ok {
+		if !opts.CreateBucket {
+			return nil, fmt.Errorf("%w: s3 bucket %q does not exist at %s", ErrNotFound, bucket, endpoint)
+		}
+		if err := client.MakeBucket(pctx, bucket, minio.MakeBucketOptions{Region: region}); err != nil {
+			return nil, fmt.Errorf("storage: create bucket %q at %s: %s", bucket, endpoint, oneLine(err))
+		}
+	}
+	return s, nil
+}
+
+// URI implements Store.
+func (s *S3Store) URI() string {
+	if s.prefix == "" {
+		return "s3://" + s.bucket
+	}
+	return "s3://" + s.bucket + "/" + s.prefix
+}
+
+func (s *S3Store) object(key string) (string, error) {
+	if err := CheckKey(key); err != nil {
+		return "", err
+	}
+	if s.prefix == "" {
+		return key, nil
+	}
+	return path.Join(s.prefix, key), nil
+}
+
+// Put implements Putter. Objects up to PartSize go in one PUT; larger ones
+// in a multipart upload whose completion carries the precondition, so parts
+// already uploaded never become visible when completion fails.
+func (s *S3Store) Put(ctx context.Context, key string, body io.Reader, size int64) error {
+	obj, err := s.object(key)
+	if err != nil {
+		return err
+	}
+	opts := minio.PutObjectOptions{
+		ContentType: contentType(key),
+		PartSize:    s.PartSize,
+	}
+	opts.SetMatchETagExcept("*") // If-None-Match: *
+	if _, err := s.client.PutObject(ctx, s.bucket, obj, body, size, opts); err != nil {
+		if isPreconditionFailed(err) {
+			return fmt.Errorf("%w: %s", ErrExists, key)
+		}
+		return fmt.Errorf("storage: put %s/%s: %s", s.URI(), key, oneLine(err))
+	}
+	return nil
+}
+
+// Get implements Getter.
+func (s *S3Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	obj, err := s.object(key)
+	if err != nil {
+		return nil, err
+	}
+	o, err := s.client.GetObject(ctx, s.bucket, obj, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("storage: get %s/%s: %s", s.URI(), key, oneLine(err))
+	}
+	// GetObject is lazy: Stat forces the request so a missing key fails here.
+	if _, err := o.Stat(); err != nil {
+		o.Close()
+		if minio.ToErrorResponse(err).Code == "NoSuchKey" {
+			return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
+		}
+		return nil, fmt.Errorf("storage: get %s/%s: %s", s.URI(), key, oneLine(err))
+	}
+	return o, nil
+}
+
+// List implements Lister.
+func (s *S3Store) List(ctx context.Context, prefix string) ([]string, error) {
+	full := prefix
+	if s.prefix != "" {
+		full = s.prefix + "/" + prefix
+	}
+	var keys []string
+	for o := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: full, Recursive: true}) {
+		if o.Err != nil {
+			return nil, fmt.Errorf("storage: list %s/%s: %s", s.URI(), prefix, oneLine(o.Err))
+		}
+		k := o.Key
+		if s.prefix != "" {
+			k = strings.TrimPrefix(k, s.prefix+"/")
+		}
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys, nil
+}
+
+// ProbeWriteOnce checks that the server refuses to overwrite an object under
+// If-None-Match: * by putting the same probe key twice under prefix. Servers
+// that ignore the header would let a retried writer replace committed data,
+// so callers that rely on write-once should probe a new endpoint first.
+func (s *S3Store) ProbeWriteOnce(ctx context.Context, probeKey string) error {
+	if err := s.Put(ctx, probeKey, strings.NewReader("probe"), 5); err != nil && !errors.Is(err, ErrExists) {
+		return err
+	}
+	err := s.Put(ctx, probeKey, strings.NewReader("probe"), 5)
+	if errors.Is(err, ErrExists) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("storage: %s ignores If-None-Match: an existing object was overwritten", s.endpoint)
+}
+
+func isPreconditionFailed(err error) bool {
+	r := minio.ToErrorResponse(err)
+	return r.StatusCode == http.StatusPreconditionFailed || r.Code == "PreconditionFailed"
+}
+
+func contentType(key string) string {
+	switch path.Ext(key) {
+	case ".json":
+		return "application/json"
+	case ".parquet":
+		return "application/vnd.apache.parquet"
+	default:
+		return "application/octet-stream"
+	}
+}
+
+// oneLine flattens a multi-line error message.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}
