@@ -1,6 +1,6 @@
 module github.com/legorl/legorl
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/apache/arrow-go/v18 v18.8.0

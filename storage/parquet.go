@@ -65,6 +65,10 @@ func NewWriter[T any](st Putter, key string, footer schemas.Footer, opts WriterO
 	}
 	wopts := []parquet.WriterOption{
 		parquet.Compression(&parquet.Zstd),
+		// Strings are dictionary-encoded: ids and enums repeat within a file,
+		// and arrow-go v18.8 leaks a buffer per page when it decodes
+		// parquet-go's default DELTA_LENGTH_BYTE_ARRAY.
+		parquet.DefaultEncodingFor(parquet.ByteArray, &parquet.RLEDictionary),
 		parquet.PageBufferSize(pageBuf),
 		parquet.CreatedBy("legorl", footer.CodeVersion, ""),
 	}

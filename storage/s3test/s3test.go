@@ -1,0 +1,201 @@
+// Package s3test gives tests a real S3 server: versitygw (Apache-2.0) on
+// 127.0.0.1 with a temporary data folder, started once per test binary, or
+// a user's endpoint (MinIO, S3) when LEGORL_TEST_S3_ENDPOINT is set.
+//
+// Tests that need S3 call Endpoint; when no server can be had they fail,
+// they do not skip. Packages call Main from TestMain so the server stops
+// when the tests end.
+package s3test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/legorl/legorl/storage"
+)
+
+// Server is a running S3 endpoint and its root credentials.
+type Server struct {
+	URL       string // http://127.0.0.1:PORT
+	AccessKey string
+	SecretKey string
+	Region    string
+	external  bool
+
+	cmd *exec.Cmd
+	dir string
+}
+
+var (
+	once   sync.Once
+	shared *Server
+	errS   error
+)
+
+// Main runs the tests and then stops the server if one was started.
+func Main(m *testing.M) {
+	code := m.Run()
+	if shared != nil {
+		shared.stop()
+	}
+	os.Exit(code)
+}
+
+// Endpoint returns the shared server, starting it on first use. It fails
+// the test when the server cannot start.
+func Endpoint(tb testing.TB) *Server {
+	tb.Helper()
+	once.Do(func() { shared, errS = start() })
+	if errS != nil {
+		tb.Fatalf("s3test: no S3 server: %v", errS)
+	}
+	return shared
+}
+
+// Store opens a store on a new, empty bucket of the shared server.
+func Store(tb testing.TB) *storage.S3Store {
+	tb.Helper()
+	srv := Endpoint(tb)
+	st, err := storage.OpenS3(context.Background(), NewBucketName(), "", srv.Options(true))
+	if err != nil {
+		tb.Fatalf("s3test: open store: %v", err)
+	}
+	return st
+}
+
+// Options returns storage options for the server.
+func (s *Server) Options(create bool) storage.Options {
+	return storage.Options{S3Endpoint: s.URL, AccessKey: s.AccessKey, SecretKey: s.SecretKey, Region: s.Region, CreateBucket: create}
+}
+
+// NewBucketName returns a unique bucket name.
+func NewBucketName() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return "legorl-test-" + hex.EncodeToString(b[:])
+}
+
+func start() (*Server, error) {
+	if ep := os.Getenv("LEGORL_TEST_S3_ENDPOINT"); ep != "" {
+		return &Server{
+			URL: ep, external: true,
+			AccessKey: os.Getenv("AWS_ACCESS_KEY_ID"), SecretKey: os.Getenv("AWS_SECRET_ACCESS_KEY"),
+			Region: firstNonEmpty(os.Getenv("AWS_REGION"), "us-east-1"),
+		}, nil
+	}
+	bin, err := versitygw()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "legorl-versitygw-*")
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		URL: fmt.Sprintf("http://127.0.0.1:%d", port), AccessKey: "legorltest", SecretKey: "legorltestsecret",
+		Region: "us-east-1", dir: dir,
+	}
+	s.cmd = exec.Command(bin, "--access", s.AccessKey, "--secret", s.SecretKey,
+		"--port", fmt.Sprintf("127.0.0.1:%d", port), "--quiet", "posix", filepath.Join(dir))
+	s.cmd.Stdout, s.cmd.Stderr = os.Stderr, os.Stderr
+	if err := s.cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- s.cmd.Wait() }()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := http.Get(s.URL + "/")
+		if err == nil {
+			resp.Body.Close()
+			return s, nil
+		}
+		select {
+		case err := <-exited:
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("%s exited at start: %v", bin, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.stop()
+			return nil, fmt.Errorf("%s did not answer on %s within 15s", bin, s.URL)
+		}
+	}
+}
+
+func (s *Server) stop() {
+	if s.external || s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	s.cmd.Process.Kill()
+	s.cmd.Process.Wait()
+	os.RemoveAll(s.dir)
+}
+
+// versitygw finds the server binary: $LEGORL_VERSITYGW, then .cache/bin in
+// the module root (where make installs it), then $PATH.
+func versitygw() (string, error) {
+	if p := os.Getenv("LEGORL_VERSITYGW"); p != "" {
+		return p, nil
+	}
+	if root, err := moduleRoot(); err == nil {
+		p := filepath.Join(root, ".cache", "bin", "versitygw")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("versitygw"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("versitygw not found: run `make tools` (installs it into .cache/bin) or set LEGORL_VERSITYGW")
+}
+
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.Contains(string(b), "module github.com/legorl/legorl\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("module root not found")
+		}
+		dir = parent
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
