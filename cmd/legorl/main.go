@@ -1,0 +1,113 @@
+// Command legorl is the one binary of the project: each subcommand lives in
+// its own file and registers itself in the commands table.
+//
+// Every failure prints one line, "legorl SUBCOMMAND: what went wrong", to
+// stderr and exits with status 2; success exits 0.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// command is one subcommand.
+type command struct {
+	summary string
+	run     func(ctx context.Context, env *environ, args []string, stdout, stderr io.Writer) error
+}
+
+// commands returns the subcommand table.
+func commands() map[string]command {
+	return map[string]command{
+		"version": {"print the version of legorl and of its data schema", runVersion},
+		"export":  {"write a committed table of a run as JSON lines or CSV", runExport},
+		"demo":    {"write a synthetic run to a store and read it back (the foundation demo)", runDemo},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, readEnviron(os.Getenv), os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes one command line and returns the exit status.
+func run(ctx context.Context, env *environ, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	name := args[0]
+	cmd, ok := commands()[name]
+	if !ok {
+		fmt.Fprintf(stderr, "legorl: unknown command %q (run legorl help for the list)\n", name)
+		return 2
+	}
+	err := cmd.run(ctx, env, args[1:], stdout, stderr)
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	default:
+		fmt.Fprintf(stderr, "legorl %s: %s\n", name, oneLine(err.Error()))
+		return 2
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "legorl: harness-native reinforcement learning for coding agents")
+	fmt.Fprintln(w, "\nusage: legorl COMMAND [flags]    (legorl COMMAND -h for its flags)")
+	fmt.Fprintln(w, "\ncommands:")
+	cmds := commands()
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
+	}
+}
+
+// newFlags returns a flag set whose errors come back to run as one line.
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("legorl "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {
+		fs.SetOutput(stderr)
+		fmt.Fprintf(stderr, "usage: legorl %s [flags]\n\nflags:\n", name)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	return fs
+}
+
+// parseFlags parses args and refuses stray positional arguments.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.Usage()
+			return err
+		}
+		return fmt.Errorf("%v (see %s -h)", err, fs.Name())
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (see %s -h)", fs.Arg(0), fs.Name())
+	}
+	return nil
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
