@@ -24,7 +24,7 @@ func runDemo(ctx context.Context, env *environ, args []string, stdout, stderr io
 	iters := fs.Int("iterations", 3, "iterations to write")
 	tasks := fs.Int("tasks", 8, "tasks per iteration")
 	group := fs.Int("group", 4, "rollouts per task")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlags(fs, stderr, args); err != nil {
 		return err
 	}
 	if err := storage.CheckName("run id", *runID); err != nil {

@@ -28,7 +28,7 @@ func runExport(ctx context.Context, env *environ, args []string, stdout, stderr 
 	table := fs.String("table", "", "table: rollouts, segments, steps or train_steps (required)")
 	format := fs.String("format", "jsonl", "output format: jsonl or csv")
 	out := fs.String("out", "-", "output file; - for stdout. A file is written whole or not at all")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlags(fs, stderr, args); err != nil {
 		return err
 	}
 	if *run == "" || *table == "" {

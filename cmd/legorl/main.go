@@ -82,24 +82,27 @@ func usage(w io.Writer) {
 	}
 }
 
-// newFlags returns a flag set whose errors come back to run as one line.
+// newFlags returns a flag set whose errors come back to run as one line;
+// usage is printed only for -h.
 func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("legorl "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.Usage = func() {
-		fs.SetOutput(stderr)
-		fmt.Fprintf(stderr, "usage: legorl %s [flags]\n\nflags:\n", name)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
-	}
+	fs.Usage = func() {}
 	return fs
 }
 
+func printUsage(fs *flag.FlagSet, stderr io.Writer) {
+	fmt.Fprintf(stderr, "usage: %s [flags]\n\nflags:\n", fs.Name())
+	fs.SetOutput(stderr)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
 // parseFlags parses args and refuses stray positional arguments.
-func parseFlags(fs *flag.FlagSet, args []string) error {
+func parseFlags(fs *flag.FlagSet, stderr io.Writer, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.Usage()
+			printUsage(fs, stderr)
 			return err
 		}
 		return fmt.Errorf("%v (see %s -h)", err, fs.Name())

@@ -14,7 +14,7 @@ var version = "dev"
 
 func runVersion(ctx context.Context, env *environ, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("version", stderr)
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlags(fs, stderr, args); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "legorl %s (schema %d, %s %s/%s)\n", version, schemas.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
