@@ -1,0 +1,63 @@
+# legorl: a thin Makefile over the go tool. `make help` lists the targets.
+
+GO       ?= go
+CACHE    := $(CURDIR)/.cache
+BIN      := $(CURDIR)/bin
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X main.version=$(VERSION)
+
+# Pinned test services and tools.
+VERSITYGW_VERSION := v1.8.0
+VERSITYGW         := $(CACHE)/bin/versitygw
+VERSITYGW_STAMP   := $(CACHE)/versitygw-$(VERSITYGW_VERSION).stamp
+DUCKDB_STAMP      := tools/duckdb/node_modules/.legorl-installed
+
+FUZZTIME ?= 20s
+
+.DEFAULT_GOAL := help
+.PHONY: help demo test build tools lint fuzz bench clean
+
+help: ## list the targets
+	@grep -E '^[a-zA-Z_%/-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+demo: build ## run the main job on embedded defaults (today: the foundation demo on ./legorl-data)
+	$(BIN)/legorl demo --store file://./legorl-data
+
+test: tools lint ## the whole suite: installs and starts what it needs (versitygw, DuckDB), unit + integration tests, a bounded fuzz run
+	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFile$$' -fuzztime $(FUZZTIME) ./storage
+
+build: $(BIN)/legorl ## build bin/legorl
+
+$(BIN)/%: FORCE
+	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/$*
+
+FORCE:
+
+tools: $(VERSITYGW_STAMP) $(DUCKDB_STAMP) ## install the test services and tools into .cache and tools/ (idempotent)
+
+$(VERSITYGW_STAMP):
+	@echo "installing versitygw $(VERSITYGW_VERSION) into $(CACHE)/bin (a few minutes the first time)"
+	@mkdir -p $(CACHE)/bin
+	GOBIN=$(CACHE)/bin $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
+	@touch $@
+
+$(DUCKDB_STAMP): tools/duckdb/package.json tools/duckdb/package-lock.json
+	@command -v node >/dev/null && command -v npm >/dev/null || { \
+		echo "installing Node.js and npm from Debian"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; }
+	cd tools/duckdb && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+fuzz: ## fuzz the Parquet reading path for FUZZTIME (default 20s)
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFile$$' -fuzztime $(FUZZTIME) ./storage
+
+bench: tools ## run the benchmarks (see docs/PERFORMANCE.md)
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean: ## remove build outputs and the demo store (keeps .cache)
+	rm -rf $(BIN) legorl-data

@@ -1,0 +1,114 @@
+package archtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/legorl/legorl"
+
+type pkg struct {
+	ImportPath   string
+	Imports      []string
+	TestImports  []string
+	XTestImports []string
+}
+
+// top returns the top-level folder of a project import path, or "" for an
+// import outside the project.
+func top(path string) string {
+	if path != module && !strings.HasPrefix(path, module+"/") {
+		return ""
+	}
+	rest := strings.TrimPrefix(strings.TrimPrefix(path, module), "/")
+	first, _, _ := strings.Cut(rest, "/")
+	return first
+}
+
+// violations checks every package's project imports against the layers.
+func violations(pkgs []pkg, layers []Layer) ([]string, error) {
+	allowed, err := Allowed(layers)
+	if err != nil {
+		return nil, err
+	}
+	var bad []string
+	for _, p := range pkgs {
+		from := top(p.ImportPath)
+		ok, known := allowed[from]
+		if !known {
+			bad = append(bad, fmt.Sprintf("%s: folder %q is not in the layer table (internal/archtest/doc.go, docs/ARCHITECTURE.md)", p.ImportPath, from))
+			continue
+		}
+		for _, imps := range [][]string{p.Imports, p.TestImports, p.XTestImports} {
+			for _, imp := range imps {
+				if to := top(imp); to != "" && !ok[to] {
+					bad = append(bad, fmt.Sprintf("%s imports %s: %s may not import %s", p.ImportPath, imp, from, to))
+				}
+			}
+		}
+	}
+	sort.Strings(bad)
+	return bad, nil
+}
+
+func TestImportsPointDown(t *testing.T) {
+	cmd := exec.Command("go", "list", "-json", module+"/...")
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("go list: %v: %s", err, stderr.String())
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(&out)
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) < 4 {
+		t.Fatalf("go list found only %d packages", len(pkgs))
+	}
+	bad, err := violations(pkgs, Layers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bad {
+		t.Error(b)
+	}
+}
+
+// The checker itself must catch violations, or the test above proves nothing.
+func TestViolationsAreFound(t *testing.T) {
+	pkgs := []pkg{
+		{ImportPath: module + "/schemas", Imports: []string{"fmt", module + "/storage"}},
+		{ImportPath: module + "/storage", XTestImports: []string{module + "/cmd/legorl"}},
+		{ImportPath: module + "/trainer", Imports: []string{module + "/policy/engine", module + "/schemas"}},
+		{ImportPath: module + "/sandbox", Imports: []string{module + "/schemas"}}, // via tasks: allowed
+		{ImportPath: module + "/stray/pkg"},
+	}
+	bad, err := violations(pkgs, Layers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bad) != 3 {
+		t.Fatalf("got %d violations, want 3: %q", len(bad), bad)
+	}
+	for i, want := range []string{"schemas may not import storage", "storage may not import cmd", `folder "stray"`} {
+		if !strings.Contains(strings.Join(bad, "\n"), want) {
+			t.Errorf("violation %d (%q) not reported: %q", i, want, bad)
+		}
+	}
+	if _, err := Allowed([]Layer{{"a", []string{"b"}}, {"b", nil}}); err == nil {
+		t.Error("a layer importing one listed after it was accepted")
+	}
+}
