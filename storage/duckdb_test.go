@@ -24,20 +24,20 @@ import (
 	"github.com/legorl/legorl/storage"
 )
 
-// updateGolden rewrites golden files under testdata (go test -update). It
-// reuses an -update flag that another test file of the package defined first.
-var updateGolden = func() *bool {
-	if f := flag.Lookup("update"); f != nil {
-		if g, ok := f.Value.(flag.Getter); ok {
-			if b, ok := g.Get().(bool); ok {
-				p := new(bool)
-				*p = b
-				return p
-			}
-		}
+// The -update flag rewrites golden files under testdata. It is defined here
+// unless another test file of the package defined it first; duckdbUpdate
+// reads it at test time, after flags are parsed.
+var _ = func() bool {
+	if flag.Lookup("update") == nil {
+		flag.Bool("update", false, "rewrite golden files under testdata")
 	}
-	return flag.Bool("update", false, "rewrite golden files under testdata")
+	return true
 }()
+
+func duckdbUpdate() bool {
+	f := flag.Lookup("update")
+	return f != nil && f.Value.String() == "true"
+}
 
 const duckdbGolden = "testdata/duckdb_types.golden"
 
@@ -106,7 +106,7 @@ func TestDuckDBReadsEveryTable(t *testing.T) {
 		rows[i] = int(e.Rows)
 	}
 
-	descs := runDescribe(t, root, script, paths)
+	descs := duckdbDescribe(t, root, script, paths)
 
 	// Column names and DuckDB types, against the golden file.
 	var got strings.Builder
@@ -137,7 +137,7 @@ func TestDuckDBReadsEveryTable(t *testing.T) {
 			}
 		}
 	}
-	compareGolden(t, duckdbGolden, got.String())
+	duckdbCompareGolden(t, duckdbGolden, got.String())
 
 	for i, table := range tables {
 		d := descs[i]
@@ -152,7 +152,7 @@ func TestDuckDBReadsEveryTable(t *testing.T) {
 	}
 
 	// Segments: list aggregates in DuckDB equal the same sums in Go.
-	seg := descs[indexOfTable(tables, schemas.TableSegments)].Extra.Segments
+	seg := descs[duckdbTableIndex(tables, schemas.TableSegments)].Extra.Segments
 	if seg == nil {
 		t.Fatal("segments: describe.mjs returned no segment aggregates")
 	}
@@ -176,18 +176,18 @@ func TestDuckDBReadsEveryTable(t *testing.T) {
 		t.Fatal("synthetic segments carry no routing; set MoELayers")
 	}
 	n := int64(len(it.Segments))
-	checkInt(t, "segments", seg, "prompt_tokens", prompt)
-	checkInt(t, "segments", seg, "completion_tokens", completion)
-	checkInt(t, "segments", seg, "sampled_tokens", sampled)
-	checkInt(t, "segments", seg, "routing_ids", routing)
-	checkInt(t, "segments", seg, "routing_max_expert", maxExpert)
-	checkInt(t, "segments", seg, "routing_shape_ok", n)
-	checkInt(t, "segments", seg, "lengths_ok", n)
-	checkFloat(t, "segments", seg, "logprob_sum", lpSum)
-	checkFloat(t, "segments", seg, "sampled_logprob_sum", sampledLPSum)
+	duckdbCheckInt(t, "segments", seg, "prompt_tokens", prompt)
+	duckdbCheckInt(t, "segments", seg, "completion_tokens", completion)
+	duckdbCheckInt(t, "segments", seg, "sampled_tokens", sampled)
+	duckdbCheckInt(t, "segments", seg, "routing_ids", routing)
+	duckdbCheckInt(t, "segments", seg, "routing_max_expert", maxExpert)
+	duckdbCheckInt(t, "segments", seg, "routing_shape_ok", n)
+	duckdbCheckInt(t, "segments", seg, "lengths_ok", n)
+	duckdbCheckFloat(t, "segments", seg, "logprob_sum", lpSum)
+	duckdbCheckFloat(t, "segments", seg, "sampled_logprob_sum", sampledLPSum)
 
 	// Rollouts: status counts and rewards.
-	ro := descs[indexOfTable(tables, schemas.TableRollouts)].Extra.Rollouts
+	ro := descs[duckdbTableIndex(tables, schemas.TableRollouts)].Extra.Rollouts
 	if ro == nil {
 		t.Fatal("rollouts: describe.mjs returned no rollout aggregates")
 	}
@@ -202,10 +202,10 @@ func TestDuckDBReadsEveryTable(t *testing.T) {
 		reward += r.Reward
 		f2p += int64(len(r.F2PPassed))
 	}
-	checkInt(t, "rollouts", ro, "completed", completed)
-	checkInt(t, "rollouts", ro, "masked", masked)
-	checkInt(t, "rollouts", ro, "f2p_passed", f2p)
-	checkFloat(t, "rollouts", ro, "reward_sum", reward)
+	duckdbCheckInt(t, "rollouts", ro, "completed", completed)
+	duckdbCheckInt(t, "rollouts", ro, "masked", masked)
+	duckdbCheckInt(t, "rollouts", ro, "f2p_passed", f2p)
+	duckdbCheckFloat(t, "rollouts", ro, "reward_sum", reward)
 }
 
 // TestDuckDBDescribeFails checks that the tool reports an unreadable file as
@@ -264,7 +264,7 @@ func duckdbTypeOf(dt arrow.DataType) (string, bool) {
 	return "", false
 }
 
-func indexOfTable(tables []schemas.Table, t schemas.Table) int {
+func duckdbTableIndex(tables []schemas.Table, t schemas.Table) int {
 	for i, x := range tables {
 		if x == t {
 			return i
@@ -273,7 +273,7 @@ func indexOfTable(tables []schemas.Table, t schemas.Table) int {
 	panic("table not listed: " + string(t))
 }
 
-func checkInt(t *testing.T, table string, m map[string]any, key string, want int64) {
+func duckdbCheckInt(t *testing.T, table string, m map[string]any, key string, want int64) {
 	t.Helper()
 	v, ok := m[key].(float64) // encoding/json decodes numbers as float64
 	if !ok {
@@ -285,7 +285,7 @@ func checkInt(t *testing.T, table string, m map[string]any, key string, want int
 	}
 }
 
-func checkFloat(t *testing.T, table string, m map[string]any, key string, want float64) {
+func duckdbCheckFloat(t *testing.T, table string, m map[string]any, key string, want float64) {
 	t.Helper()
 	v, ok := m[key].(float64)
 	if !ok {
@@ -297,9 +297,9 @@ func checkFloat(t *testing.T, table string, m map[string]any, key string, want f
 	}
 }
 
-// runDescribe runs describe.mjs on paths and returns one description per
+// duckdbDescribe runs describe.mjs on paths and returns one description per
 // path, in order.
-func runDescribe(t *testing.T, root, script string, paths []string) []duckdbDescription {
+func duckdbDescribe(t *testing.T, root, script string, paths []string) []duckdbDescription {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -363,11 +363,11 @@ func duckdbScript(t *testing.T, root string) string {
 	return filepath.Join(root, "tools", "duckdb", "describe.mjs")
 }
 
-// compareGolden compares got with the golden file at path, or rewrites it
+// duckdbCompareGolden compares got with the golden file at path, or rewrites it
 // under -update.
-func compareGolden(t *testing.T, path, got string) {
+func duckdbCompareGolden(t *testing.T, path, got string) {
 	t.Helper()
-	if *updateGolden {
+	if duckdbUpdate() {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -382,12 +382,12 @@ func compareGolden(t *testing.T, path, got string) {
 	}
 	if string(want) != got {
 		t.Errorf("DuckDB column types differ from %s (rerun with -update if the change is intended):\n%s",
-			path, lineDiff(string(want), got))
+			path, duckdbLineDiff(string(want), got))
 	}
 }
 
-// lineDiff lists the lines only in want (-) and only in got (+).
-func lineDiff(want, got string) string {
+// duckdbLineDiff lists the lines only in want (-) and only in got (+).
+func duckdbLineDiff(want, got string) string {
 	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
 	inW, inG := map[string]bool{}, map[string]bool{}
 	for _, l := range w {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // FileStore is a Store over a local folder. Puts write a hidden temporary
@@ -116,11 +117,20 @@ func (s *FileStore) Get(ctx context.Context, key string) (io.ReadCloser, error) 
 		return nil, err
 	}
 	f, err := os.Open(p)
-	if errors.Is(err, fs.ErrNotExist) {
+	// ENOTDIR: a parent of the key is an object ("a" when asked for "a/b").
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("storage: get %s: %w", key, err)
+	}
+	// A folder is a key prefix, not an object (as on S3).
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("storage: get %s: %w", key, err)
+		}
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
 	}
 	return f, nil
 }

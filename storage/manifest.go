@@ -147,6 +147,8 @@ const MaxCommitAttempts = 64
 // re-reads the newest version, merges, and tries the next one, so nothing
 // either writer added is lost. Adding a key already present with the same
 // sha256 is a no-op (a retried bundle); with a different sha256 it fails.
+// When every file is already committed, Commit writes no new version and
+// returns the newest one.
 func Commit(ctx context.Context, st Store, ref ManifestRef, files []FileEntry) (Manifest, error) {
 	if err := ref.check(); err != nil {
 		return Manifest{}, err
@@ -165,16 +167,18 @@ func Commit(ctx context.Context, st Store, ref ManifestRef, files []FileEntry) (
 			return Manifest{}, err
 		}
 		next := Manifest{RunID: ref.RunID, Iteration: ref.Iteration, Stage: ref.Stage, Version: v + 1}
+		var prev Manifest
 		if v > 0 {
-			prev, err := readManifest(ctx, st, ref.Key(v))
-			if err != nil {
+			if prev, err = readManifest(ctx, st, ref.Key(v)); err != nil {
 				return Manifest{}, err
 			}
-			next.Files = prev.Files
 		}
-		merged, err := mergeFiles(next.Files, files)
+		merged, err := mergeFiles(prev.Files, files)
 		if err != nil {
 			return Manifest{}, err
+		}
+		if v > 0 && len(merged) == len(prev.Files) {
+			return prev, nil // every file is already committed: nothing to write
 		}
 		next.Files = merged
 		next.CommittedAt = time.Now().UTC()

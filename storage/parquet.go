@@ -53,6 +53,9 @@ func NewWriter[T any](st Putter, key string, footer schemas.Footer, opts WriterO
 	if err := footer.Validate(); err != nil {
 		return nil, fmt.Errorf("storage: writer for %s: %w", key, err)
 	}
+	if err := checkRowType[T](footer.Table); err != nil {
+		return nil, fmt.Errorf("storage: writer for %s: %w", key, err)
+	}
 	tmp, err := os.CreateTemp(opts.TempDir, "legorl-*.parquet")
 	if err != nil {
 		return nil, fmt.Errorf("storage: writer for %s: %w", key, err)
@@ -77,6 +80,26 @@ func NewWriter[T any](st Putter, key string, footer schemas.Footer, opts WriterO
 	}
 	w.pw = parquet.NewGenericWriter[T](io.MultiWriter(tmp, w.sum), wopts...)
 	return w, nil
+}
+
+// checkRowType reports whether rows of type T have table t's columns, by
+// name and in order, so that a writer never commits a file that every
+// reader would refuse as ErrCorrupt.
+func checkRowType[T any](t schemas.Table) error {
+	want, err := schemas.ArrowSchema(t)
+	if err != nil {
+		return err
+	}
+	got := parquet.SchemaOf(new(T)).Fields()
+	if len(got) != want.NumFields() {
+		return fmt.Errorf("%w: %T rows have %d columns, table %s has %d", ErrCorrupt, *new(T), len(got), t, want.NumFields())
+	}
+	for i, f := range got {
+		if f.Name() != want.Field(i).Name {
+			return fmt.Errorf("%w: column %d of %T rows is %s, table %s has %s", ErrCorrupt, i, *new(T), f.Name(), t, want.Field(i).Name)
+		}
+	}
+	return nil
 }
 
 // Write appends rows.
@@ -154,8 +177,8 @@ const MaxFileBytes = 4 << 30
 // manifest entry, and decodes its footer. A truncated or altered file fails
 // with ErrChecksum naming the key; it is never decoded.
 func OpenFile(ctx context.Context, st Getter, e FileEntry, mem memory.Allocator) (*File, error) {
-	if e.Size > MaxFileBytes {
-		return nil, fmt.Errorf("%w: %s is %d bytes, over the %d limit", ErrCorrupt, e.Key, e.Size, MaxFileBytes)
+	if e.Size < 0 || e.Size > MaxFileBytes {
+		return nil, fmt.Errorf("%w: %s is %d bytes, not in [0, %d]", ErrCorrupt, e.Key, e.Size, MaxFileBytes)
 	}
 	rc, err := st.Get(ctx, e.Key)
 	if err != nil {
@@ -179,9 +202,11 @@ func OpenFile(ctx context.Context, st Getter, e FileEntry, mem memory.Allocator)
 		return nil, err
 	}
 	if string(f.Footer.Table) != e.Table {
+		f.Close()
 		return nil, fmt.Errorf("%w: %s holds table %s, manifest says %s", ErrCorrupt, e.Key, f.Footer.Table, e.Table)
 	}
 	if f.rows != e.Rows {
+		f.Close()
 		return nil, fmt.Errorf("%w: %s holds %d rows, manifest says %d", ErrCorrupt, e.Key, f.rows, e.Rows)
 	}
 	return f, nil
@@ -199,6 +224,11 @@ func short(s string) string {
 // Malformed input gives an ErrCorrupt error naming the file, never a panic.
 func DecodeFile(name string, data []byte, mem memory.Allocator) (f *File, err error) {
 	defer recoverCorrupt(name, &err)
+	// The reader starts from the footer; a file must also begin with the
+	// magic, or it is a tail of one.
+	if !bytes.HasPrefix(data, []byte("PAR1")) {
+		return nil, fmt.Errorf("%w: %s: no Parquet magic at the start", ErrCorrupt, name)
+	}
 	pf, err := file.NewParquetReader(bytes.NewReader(data))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, name, err)

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -27,7 +28,8 @@ type S3Store struct {
 	prefix   string // "" or "a/b"
 	endpoint string
 	// PartSize is the multipart part size; objects larger than it are
-	// uploaded in parts. Defaults to 64 MiB.
+	// uploaded in parts. Sizes under 5 MiB, the S3 minimum, count as 5 MiB.
+	// Defaults to 64 MiB.
 	PartSize uint64
 }
 
@@ -107,25 +109,145 @@ func (s *S3Store) object(key string) (string, error) {
 }
 
 // Put implements Putter. Objects up to PartSize go in one PUT; larger ones
-// in a multipart upload whose completion carries the precondition, so parts
-// already uploaded never become visible when completion fails.
+// (and bodies of unknown size over one part) in a multipart upload whose
+// CompleteMultipartUpload carries the precondition, so parts already
+// uploaded never become visible when completion fails, and a failed upload
+// is aborted.
+//
+// The multipart upload is driven here, part by part, rather than by
+// minio-go's PutObject: minio-go v7.4.1 drops custom headers, If-None-Match
+// included, from the CompleteMultipartUpload request (completeUploadOpts),
+// so a large put silently replaced an existing object.
 func (s *S3Store) Put(ctx context.Context, key string, body io.Reader, size int64) error {
 	obj, err := s.object(key)
 	if err != nil {
 		return err
 	}
-	opts := minio.PutObjectOptions{
-		ContentType: contentType(key),
-		PartSize:    s.PartSize,
-	}
-	opts.SetMatchETagExcept("*") // If-None-Match: *
-	if _, err := s.client.PutObject(ctx, s.bucket, obj, body, size, opts); err != nil {
-		if isPreconditionFailed(err) {
-			return fmt.Errorf("%w: %s", ErrExists, key)
+	ps := s.partSize()
+	if size < 0 {
+		// Unknown size: buffer one part to choose between one PUT and parts.
+		buf := make([]byte, ps)
+		n, rerr := io.ReadFull(body, buf)
+		switch {
+		case rerr == io.EOF || rerr == io.ErrUnexpectedEOF:
+			body, size = bytes.NewReader(buf[:n]), int64(n)
+		case rerr != nil:
+			return s.putErr(ctx, key, fmt.Errorf("read body: %w", rerr))
+		default:
+			body = io.MultiReader(bytes.NewReader(buf), body)
 		}
-		return fmt.Errorf("storage: put %s/%s: %s", s.URI(), key, oneLine(err))
+	}
+	if size >= 0 && size <= ps {
+		opts := s.putOptions(key)
+		opts.DisableMultipart = true // size <= ps: one PUT
+		_, err = s.client.PutObject(ctx, s.bucket, obj, body, size, opts)
+	} else {
+		err = s.putMultipart(ctx, key, obj, body, size, ps)
+	}
+	if err != nil {
+		return s.putErr(ctx, key, err)
 	}
 	return nil
+}
+
+// minPartSize is the smallest part S3 accepts (every part but the last).
+const minPartSize = 5 << 20
+
+// maxParts is the most parts an S3 multipart upload may have.
+const maxParts = 10000
+
+func (s *S3Store) partSize() int64 {
+	switch {
+	case s.PartSize == 0:
+		return 64 << 20
+	case s.PartSize < minPartSize:
+		return minPartSize
+	case s.PartSize > 5<<30:
+		return 5 << 30
+	}
+	return int64(s.PartSize)
+}
+
+func (s *S3Store) putOptions(key string) minio.PutObjectOptions {
+	opts := minio.PutObjectOptions{ContentType: contentType(key)}
+	opts.SetMatchETagExcept("*") // If-None-Match: *
+	return opts
+}
+
+// putMultipart uploads body (size bytes, or up to EOF when size < 0) in
+// parts of partSize bytes and completes the upload under If-None-Match: *.
+func (s *S3Store) putMultipart(ctx context.Context, key, obj string, body io.Reader, size, partSize int64) (err error) {
+	core := minio.Core{Client: s.client}
+	opts := s.putOptions(key)
+	id, err := core.NewMultipartUpload(ctx, s.bucket, obj, opts)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			// Best effort: parts of an unfinished upload are never visible,
+			// but they hold space until aborted.
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			core.AbortMultipartUpload(actx, s.bucket, obj, id)
+		}
+	}()
+	buf := make([]byte, partSize)
+	var parts []minio.CompletePart
+	var total int64
+	for num := 1; size < 0 || total < size; num++ {
+		if num > maxParts {
+			return fmt.Errorf("object needs more than %d parts of %d bytes: raise PartSize", maxParts, partSize)
+		}
+		want := partSize
+		if size >= 0 {
+			want = min(partSize, size-total)
+		}
+		n, rerr := io.ReadFull(body, buf[:want])
+		if rerr != nil {
+			eof := rerr == io.EOF || rerr == io.ErrUnexpectedEOF
+			if !eof {
+				return fmt.Errorf("read body: %w", rerr)
+			}
+			if size >= 0 {
+				return fmt.Errorf("body ended after %d of %d bytes", total+int64(n), size)
+			}
+		}
+		if n == 0 {
+			break // size < 0 and the body ended on a part boundary
+		}
+		p, err := core.PutObjectPart(ctx, s.bucket, obj, id, num, bytes.NewReader(buf[:n]), int64(n), minio.PutObjectPartOptions{})
+		if err != nil {
+			return err
+		}
+		parts = append(parts, minio.CompletePart{PartNumber: num, ETag: p.ETag})
+		total += int64(n)
+		if rerr != nil {
+			break // size < 0 and the body ended
+		}
+	}
+	var copts minio.PutObjectOptions
+	copts.SetMatchETagExcept("*")
+	_, err = core.CompleteMultipartUpload(ctx, s.bucket, obj, id, parts, copts)
+	return err
+}
+
+// putErr maps a put failure to ErrExists (412 Precondition Failed), the
+// context's error, or a one-line error naming the key.
+func (s *S3Store) putErr(ctx context.Context, key string, err error) error {
+	if isPreconditionFailed(err) {
+		return fmt.Errorf("%w: %s", ErrExists, key)
+	}
+	return s.opErr(ctx, "put", key, err)
+}
+
+// opErr names the operation and key of a failure in one line, wrapping the
+// context's error when the context ended, as the package promises.
+func (s *S3Store) opErr(ctx context.Context, op, key string, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("storage: %s %s/%s: %w", op, s.URI(), key, cerr)
+	}
+	return fmt.Errorf("storage: %s %s/%s: %s", op, s.URI(), key, oneLine(err))
 }
 
 // Get implements Getter.
@@ -136,7 +258,7 @@ func (s *S3Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	}
 	o, err := s.client.GetObject(ctx, s.bucket, obj, minio.GetObjectOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("storage: get %s/%s: %s", s.URI(), key, oneLine(err))
+		return nil, s.opErr(ctx, "get", key, err)
 	}
 	// GetObject is lazy: Stat forces the request so a missing key fails here.
 	if _, err := o.Stat(); err != nil {
@@ -144,7 +266,7 @@ func (s *S3Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 		if minio.ToErrorResponse(err).Code == "NoSuchKey" {
 			return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
 		}
-		return nil, fmt.Errorf("storage: get %s/%s: %s", s.URI(), key, oneLine(err))
+		return nil, s.opErr(ctx, "get", key, err)
 	}
 	return o, nil
 }
@@ -158,7 +280,7 @@ func (s *S3Store) List(ctx context.Context, prefix string) ([]string, error) {
 	var keys []string
 	for o := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: full, Recursive: true}) {
 		if o.Err != nil {
-			return nil, fmt.Errorf("storage: list %s/%s: %s", s.URI(), prefix, oneLine(o.Err))
+			return nil, s.opErr(ctx, "list", prefix, o.Err)
 		}
 		k := o.Key
 		if s.prefix != "" {
