@@ -12,10 +12,10 @@ VERSITYGW         := $(CACHE)/bin/versitygw
 VERSITYGW_STAMP   := $(CACHE)/versitygw-$(VERSITYGW_VERSION).stamp
 DUCKDB_STAMP      := tools/duckdb/node_modules/.legorl-installed
 
-FUZZTIME ?= 20s
+FUZZTIME ?= 10s
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test build tools lint fuzz bench clean
+.PHONY: help demo test build tools lint fuzz bench clean jinja-ref
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_%/-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -23,9 +23,17 @@ help: ## list the targets
 demo: build ## run the main job on embedded defaults (today: the foundation demo on ./legorl-data)
 	$(BIN)/legorl demo --store file://./legorl-data
 
-test: tools lint ## the whole suite: installs and starts what it needs (versitygw, DuckDB), unit + integration tests, a bounded fuzz run
-	$(GO) test -count=1 -timeout 20m ./...
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFile$$' -fuzztime $(FUZZTIME) ./storage
+test: tools lint ## the whole suite: installs and starts what it needs (versitygw, DuckDB, ...), unit + integration tests, bounded fuzz runs
+	$(GO) test -count=1 -timeout 30m ./...
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
+
+# Every fuzz target, as package:target; each runs for FUZZTIME.
+FUZZ_TARGETS := ./storage:FuzzDecodeFile ./policy/chat:FuzzQwen3Parse ./policy/chat:FuzzQwen3CoderParse ./policy/chat:FuzzPyJSON
+
+fuzz: ## run every fuzz target for FUZZTIME each (default 10s)
+	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz $$fn ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg; done
 
 build: $(BIN)/legorl ## build bin/legorl
 
@@ -34,7 +42,7 @@ $(BIN)/%: FORCE
 
 FORCE:
 
-tools: $(VERSITYGW_STAMP) $(DUCKDB_STAMP) ## install the test services and tools into .cache and tools/ (idempotent)
+tools: $(VERSITYGW_STAMP) $(DUCKDB_STAMP) jinja-ref ## install the test services and tools into .cache and tools/ (idempotent)
 
 $(VERSITYGW_STAMP):
 	@echo "installing versitygw $(VERSITYGW_VERSION) into $(CACHE)/bin (a few minutes the first time)"
@@ -49,12 +57,15 @@ $(DUCKDB_STAMP): tools/duckdb/package.json tools/duckdb/package-lock.json
 	cd tools/duckdb && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
+# Debian's python3-jinja2: the chat-template reference of the policy/chat tests.
+# /usr/bin/python3 on purpose: the python3 on PATH may be another install.
+jinja-ref:
+	@/usr/bin/python3 -c 'import jinja2' 2>/dev/null || { echo "installing python3-jinja2 from Debian"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-jinja2; }
+
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-
-fuzz: ## fuzz the Parquet reading path for FUZZTIME (default 20s)
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFile$$' -fuzztime $(FUZZTIME) ./storage
 
 bench: tools ## run the benchmarks (see docs/PERFORMANCE.md)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
