@@ -11,6 +11,7 @@ VERSITYGW_VERSION := v1.8.0
 VERSITYGW         := $(CACHE)/bin/versitygw
 VERSITYGW_STAMP   := $(CACHE)/versitygw-$(VERSITYGW_VERSION).stamp
 DUCKDB_STAMP      := tools/duckdb/node_modules/.legorl-installed
+TOKREF_STAMP      := tools/tokenizer-ref/node_modules/.legorl-installed
 
 FUZZTIME ?= 10s
 
@@ -28,7 +29,7 @@ test: tools lint ## the whole suite: installs and starts what it needs (versityg
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
 
 # Every fuzz target, as package:target; each runs for FUZZTIME.
-FUZZ_TARGETS := ./storage:FuzzDecodeFile ./policy/chat:FuzzQwen3Parse ./policy/chat:FuzzQwen3CoderParse ./policy/chat:FuzzPyJSON
+FUZZ_TARGETS := ./storage:FuzzDecodeFile ./policy/chat:FuzzQwen3Parse ./policy/chat:FuzzQwen3CoderParse ./policy/chat:FuzzPyJSON ./policy/tokenizer:FuzzEncodeDecode
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 10s)
 	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
@@ -42,7 +43,7 @@ $(BIN)/%: FORCE
 
 FORCE:
 
-tools: $(VERSITYGW_STAMP) $(DUCKDB_STAMP) jinja-ref ## install the test services and tools into .cache and tools/ (idempotent)
+tools: $(VERSITYGW_STAMP) $(DUCKDB_STAMP) $(TOKREF_STAMP) jinja-ref ## install the test services and tools into .cache and tools/ (idempotent)
 
 $(VERSITYGW_STAMP):
 	@echo "installing versitygw $(VERSITYGW_VERSION) into $(CACHE)/bin (a few minutes the first time)"
@@ -50,11 +51,12 @@ $(VERSITYGW_STAMP):
 	GOBIN=$(CACHE)/bin $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
 	@touch $@
 
-$(DUCKDB_STAMP): tools/duckdb/package.json tools/duckdb/package-lock.json
+# npm-based references: tools/NAME/node_modules/.legorl-installed is the stamp.
+tools/%/node_modules/.legorl-installed: tools/%/package.json tools/%/package-lock.json
 	@command -v node >/dev/null && command -v npm >/dev/null || { \
 		echo "installing Node.js and npm from Debian"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; }
-	cd tools/duckdb && npm ci --no-audit --no-fund --loglevel=error
+	cd tools/$* && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 # Debian's python3-jinja2: the chat-template reference of the policy/chat tests.
