@@ -90,9 +90,9 @@ type Segment struct {
 	// list<int8>: parquet-go v0.32 silently writes []uint8 lists as empty.
 	LossMask       []int8    `parquet:"loss_mask,list"`
 	Logprobs       []float32 `parquet:"logprobs,list" parquet-element:",split"`
-	RoutingExperts []int16   `parquet:"routing_experts,list"`
-	RoutingLayers  int32     `parquet:"routing_layers"` // MoE layers per token; 0 for dense models
-	RoutingTopK    int32     `parquet:"routing_top_k"`  // experts per token per layer; 0 for dense models
+	RoutingExperts []int16   `parquet:"routing_experts,list" parquet-element:",dict"` // dictionary: ids repeat; 24% smaller, 3x faster writes (docs/PERFORMANCE.md)
+	RoutingLayers  int32     `parquet:"routing_layers"`                               // MoE layers per token; 0 for dense models
+	RoutingTopK    int32     `parquet:"routing_top_k"`                                // experts per token per layer; 0 for dense models
 	PolicyVersion  int64     `parquet:"policy_version"`
 	FinishReason   string    `parquet:"finish_reason"`
 	Temperature    float32   `parquet:"temperature"`

