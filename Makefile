@@ -16,7 +16,7 @@ TOKREF_STAMP      := tools/tokenizer-ref/node_modules/.legorl-installed
 FUZZTIME ?= 10s
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test build tools lint fuzz bench clean jinja-ref
+.PHONY: help demo test build tools lint fuzz bench clean jinja-ref torch-ref docker-up docker-down
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_%/-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -24,12 +24,21 @@ help: ## list the targets
 demo: build ## run the main job on embedded defaults (today: the foundation demo on ./legorl-data)
 	$(BIN)/legorl demo --store file://./legorl-data
 
-test: tools lint ## the whole suite: installs and starts what it needs (versitygw, DuckDB, ...), unit + integration tests, bounded fuzz runs
-	$(GO) test -count=1 -timeout 30m ./...
+# The docker sandbox tests use a private Docker Engine under .cache/docker
+# (no bridge, no iptables) and a base image built locally with debootstrap.
+DOCKER_SOCK := $(CACHE)/docker/docker.sock
+export LEGORL_DOCKER_HOST := unix://$(DOCKER_SOCK)
+
+test: tools lint ## the whole suite: installs and starts what it needs (versitygw, DuckDB, Docker Engine, ...), unit + integration tests, bounded fuzz runs
+	scripts/docker/start-dockerd.sh >/dev/null
+	DOCKER_HOST=$(LEGORL_DOCKER_HOST) scripts/docker/base-image.sh
+	$(GO) test -count=1 -timeout 40m ./... ; rc=$$?; scripts/docker/stop-dockerd.sh; exit $$rc
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
 
 # Every fuzz target, as package:target; each runs for FUZZTIME.
-FUZZ_TARGETS := ./storage:FuzzDecodeFile ./policy/chat:FuzzQwen3Parse ./policy/chat:FuzzQwen3CoderParse ./policy/chat:FuzzPyJSON ./policy/tokenizer:FuzzEncodeDecode
+FUZZ_TARGETS := ./storage:FuzzDecodeFile ./policy/chat:FuzzQwen3Parse ./policy/chat:FuzzQwen3CoderParse ./policy/chat:FuzzPyJSON ./policy/tokenizer:FuzzEncodeDecode \
+	./policy/safetensors:FuzzParseHeader ./policy/model:FuzzParseConfig ./policy/kernels:FuzzSgemm \
+	./sandbox/docker:FuzzExtractTar
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 10s)
 	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
@@ -43,7 +52,7 @@ $(BIN)/%: FORCE
 
 FORCE:
 
-tools: $(VERSITYGW_STAMP) $(DUCKDB_STAMP) $(TOKREF_STAMP) jinja-ref ## install the test services and tools into .cache and tools/ (idempotent)
+tools: $(VERSITYGW_STAMP) $(DUCKDB_STAMP) $(TOKREF_STAMP) jinja-ref torch-ref /usr/bin/bwrap ## install the test services and tools into .cache and tools/ (idempotent)
 
 $(VERSITYGW_STAMP):
 	@echo "installing versitygw $(VERSITYGW_VERSION) into $(CACHE)/bin (a few minutes the first time)"
@@ -65,12 +74,29 @@ jinja-ref:
 	@/usr/bin/python3 -c 'import jinja2' 2>/dev/null || { echo "installing python3-jinja2 from Debian"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-jinja2; }
 
+# bubblewrap: the anchor of the local sandbox benchmark.
+/usr/bin/bwrap:
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap
+
+# Debian's python3-torch: the independent Qwen3 implementation (tools/model-ref)
+# that the policy/model tests compare logprobs, routing and gradients with.
+torch-ref:
+	@/usr/bin/python3 -c 'import torch, numpy' 2>/dev/null || { echo "installing python3-torch from Debian"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch python3-numpy; }
+
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-bench: tools ## run the benchmarks (see docs/PERFORMANCE.md)
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+bench: tools docker-up ## run the benchmarks (see docs/PERFORMANCE.md)
+	$(GO) test -run '^$$' -bench . -benchmem ./... ; rc=$$?; scripts/docker/stop-dockerd.sh; exit $$rc
+
+docker-up: ## start the private Docker Engine (.cache/docker) and build the sandbox base image
+	scripts/docker/start-dockerd.sh >/dev/null
+	DOCKER_HOST=$(LEGORL_DOCKER_HOST) scripts/docker/base-image.sh
+
+docker-down: ## stop the private Docker Engine
+	scripts/docker/stop-dockerd.sh
 
 clean: ## remove build outputs and the demo store (keeps .cache)
 	rm -rf $(BIN) legorl-data

@@ -36,7 +36,10 @@ type Backend interface {
 type Sandbox interface {
 	// Exec runs cmd inside the sandbox and waits for it, its deadline or
 	// ctx. A program that fails is a Result, not an error: the error is
-	// reserved for the sandbox itself failing.
+	// reserved for the sandbox itself failing, and for ctx ending (then
+	// the Result says timeout and the error is ctx's). When the command
+	// ends, any process it left behind (background children, setsid'd
+	// daemons) is killed, so Exec never waits on them.
 	Exec(ctx context.Context, cmd Cmd) (Result, error)
 	// Listen opens a TCP listener on 127.0.0.1:port (0: any free port) inside
 	// the sandbox's network namespace. The caller serves on it from the host

@@ -1,0 +1,67 @@
+// Package local is the sandbox backend built on Linux namespaces: the
+// embedded default, which starts a sandbox in milliseconds.
+//
+// Each sandbox is a process (the holder, this same binary re-executed, see
+// Init) that is pid 1 of new user, mount, pid, network, uts and ipc
+// namespaces. Its root is mapped to a random unprivileged host uid that owns
+// nothing on the host but the sandbox's workspace copy. It builds a root file
+// system from read-only binds of the host's system folders (/usr, /bin, /lib,
+// /etc with secrets masked), the workspace, a private size-capped /tmp, its
+// own /proc and a minimal /dev; joins memory, pids and cpu cgroups; drops
+// every capability; and then runs the host's commands one at a time, each in
+// a new session without a controlling terminal. When a command ends, times
+// out or is canceled, every process of the sandbox is killed. The network
+// namespace has only lo; Listen opens host-served listeners inside it.
+package local
+
+import (
+	"sync"
+
+	"github.com/legorl/legorl/sandbox"
+)
+
+// Options configure the backend. The zero value is the default.
+type Options struct {
+	// Dir is where sandbox folders (the workspace copies) are made.
+	// Defaults to os.TempDir().
+	Dir string
+	// NoCgroups runs without memory, pids and cpu cgroups (the pids limit
+	// still holds through RLIMIT_NPROC). Defaults to false: Create fails
+	// when the cgroups cannot be made.
+	NoCgroups bool
+	// NoSeccomp runs without the seccomp filter. Defaults to false.
+	NoSeccomp bool
+	// Prestart keeps this many sandbox inits started, their namespaces and
+	// root file system built, so that Create only adds the workspace and the
+	// limits. Each one waiting is an idle process. Defaults to 0.
+	Prestart int
+	// InitPath is the binary re-executed as the sandbox init; it must link
+	// this package. Defaults to /proc/self/exe.
+	InitPath string
+}
+
+// Backend is the local backend, safe for concurrent use. At its first
+// Create it starts a small helper process that starts every sandbox's init
+// (see spawner_linux.go); Close ends it.
+type Backend struct {
+	opts Options
+
+	mu sync.Mutex // guards sp, and serializes spawn requests
+	sp *spawner
+
+	gcOnce       sync.Once // removes what dead host processes left
+	prestartOnce sync.Once
+	stopOnce     sync.Once
+	stop         chan struct{}    // closed by Close: prestarting ends
+	pool         chan *holderProc // prestarted holders
+}
+
+var _ sandbox.Backend = (*Backend)(nil)
+
+// New returns a local backend.
+func New(opts Options) *Backend {
+	return &Backend{opts: opts, stop: make(chan struct{}), pool: make(chan *holderProc, max(opts.Prestart, 0))}
+}
+
+// Name returns "local".
+func (b *Backend) Name() string { return "local" }

@@ -1,0 +1,208 @@
+//go:build linux
+
+package local
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// cgroupRoot is where the cgroup hierarchies are mounted.
+const cgroupRoot = "/sys/fs/cgroup"
+
+// cgroup is one sandbox's control groups: memory, pids and cpu, in the v1
+// hierarchies (one folder per controller) or in the unified v2 hierarchy
+// (one folder). Each is created under the host process's own group.
+type cgroup struct {
+	v2   bool
+	dirs map[string]string // controller ("memory", "pids", "cpu"; "" for v2) -> folder
+}
+
+// cgroupCounters are the events that turn an exec into resource_limit.
+type cgroupCounters struct{ oomKills, pidsMax uint64 }
+
+// newCgroup creates the groups named name and writes the limits.
+func newCgroup(name string, memory int64, pids int, cpus float64) (*cgroup, error) {
+	own, err := ownCgroups()
+	if err != nil {
+		return nil, err
+	}
+	c := &cgroup{dirs: map[string]string{}}
+	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {
+		c.v2 = true
+		parent := filepath.Join(cgroupRoot, own[""])
+		// Enabling controllers fails when the parent holds processes (the
+		// no-internal-process rule); the check below then says so.
+		os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+memory +pids +cpu"), 0)
+		dir := filepath.Join(parent, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("cgroup: %w", err)
+		}
+		c.dirs[""] = dir
+		ctrls, _ := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+		for _, want := range []string{"memory", "pids", "cpu"} {
+			if !bytes.Contains(ctrls, []byte(want)) {
+				c.remove()
+				return nil, fmt.Errorf("cgroup v2: controller %s not enabled in %s", want, parent)
+			}
+		}
+		quota := strconv.FormatInt(int64(cpus*100000), 10)
+		err := writeAll(dir, [][2]string{
+			{"memory.max", strconv.FormatInt(memory, 10)},
+			{"memory.swap.max", "0"},
+			{"pids.max", strconv.Itoa(pids)},
+			{"cpu.max", quota + " 100000"},
+		})
+		if err != nil {
+			c.remove()
+			return nil, err
+		}
+		return c, nil
+	}
+	for _, ctl := range []string{"memory", "pids", "cpu"} {
+		path, ok := own[ctl]
+		if !ok {
+			c.remove()
+			return nil, fmt.Errorf("cgroup v1: no %s hierarchy in /proc/self/cgroup", ctl)
+		}
+		dir := filepath.Join(cgroupRoot, ctl, path, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			c.remove()
+			return nil, fmt.Errorf("cgroup: %w", err)
+		}
+		c.dirs[ctl] = dir
+	}
+	mem := strconv.FormatInt(memory, 10)
+	err = writeAll(c.dirs["memory"], [][2]string{{"memory.limit_in_bytes", mem}})
+	if err == nil {
+		// Memory plus swap, where the kernel accounts swap: no swapping out of the limit.
+		if _, serr := os.Stat(filepath.Join(c.dirs["memory"], "memory.memsw.limit_in_bytes")); serr == nil {
+			err = writeAll(c.dirs["memory"], [][2]string{{"memory.memsw.limit_in_bytes", mem}})
+		}
+	}
+	if err == nil {
+		err = writeAll(c.dirs["pids"], [][2]string{{"pids.max", strconv.Itoa(pids)}})
+	}
+	if err == nil {
+		err = writeAll(c.dirs["cpu"], [][2]string{
+			{"cpu.cfs_period_us", "100000"},
+			{"cpu.cfs_quota_us", strconv.FormatInt(int64(cpus*100000), 10)},
+		})
+	}
+	if err != nil {
+		c.remove()
+		return nil, err
+	}
+	return c, nil
+}
+
+func writeAll(dir string, kv [][2]string) error {
+	for _, e := range kv {
+		if err := os.WriteFile(filepath.Join(dir, e[0]), []byte(e[1]), 0); err != nil {
+			return fmt.Errorf("cgroup: %w", err)
+		}
+	}
+	return nil
+}
+
+// ownCgroups maps each v1 controller (and "" for v2) to the host process's
+// group path, from /proc/self/cgroup.
+func ownCgroups() (map[string]string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil, fmt.Errorf("cgroup: %w", err)
+	}
+	out := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.SplitN(sc.Text(), ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		if f[1] == "" {
+			out[""] = f[2]
+			continue
+		}
+		for _, ctl := range strings.Split(f[1], ",") {
+			out[ctl] = f[2]
+		}
+	}
+	return out, nil
+}
+
+// add moves the process pid into every group.
+func (c *cgroup) add(pid int) error {
+	for _, dir := range c.dirs {
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+			return fmt.Errorf("cgroup: %w", err)
+		}
+	}
+	return nil
+}
+
+// counters reads the OOM-kill and pids-limit event counts.
+func (c *cgroup) counters() cgroupCounters {
+	if c == nil {
+		return cgroupCounters{}
+	}
+	if c.v2 {
+		return cgroupCounters{
+			oomKills: readKey(filepath.Join(c.dirs[""], "memory.events"), "oom_kill"),
+			pidsMax:  readKey(filepath.Join(c.dirs[""], "pids.events"), "max"),
+		}
+	}
+	return cgroupCounters{
+		oomKills: readKey(filepath.Join(c.dirs["memory"], "memory.oom_control"), "oom_kill"),
+		pidsMax:  readKey(filepath.Join(c.dirs["pids"], "pids.events"), "max"),
+	}
+}
+
+func readKey(path, key string) uint64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, key+" "); ok {
+			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// remove deletes the groups; it waits briefly for dying processes to leave.
+func (c *cgroup) remove() error {
+	if c == nil {
+		return nil
+	}
+	var errs []error
+	for ctl, dir := range c.dirs {
+		var err error
+		for i := 0; i < 200; i++ {
+			err = syscall.Rmdir(dir)
+			if err == nil || errors.Is(err, syscall.ENOENT) {
+				err = nil
+				break
+			}
+			if !errors.Is(err, syscall.EBUSY) {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("cgroup: remove %s: %w", dir, err))
+		} else {
+			delete(c.dirs, ctl)
+		}
+	}
+	return errors.Join(errs...)
+}

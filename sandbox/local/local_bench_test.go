@@ -1,0 +1,169 @@
+//go:build linux
+
+package local_test
+
+import (
+	"context"
+	"os/exec"
+	"runtime"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/legorl/legorl/sandbox"
+	"github.com/legorl/legorl/sandbox/local"
+	"github.com/legorl/legorl/sandbox/sandboxtest"
+)
+
+// The benchmarks time one sandbox's whole life, create + exec `true` +
+// close, and report p50 and p99 besides the mean. Anchors in the same run:
+// a plain fork+exec of `true`, and bubblewrap with every namespace
+// (`bwrap --unshare-all --ro-bind / / true`), the usual namespace sandbox.
+
+// cpuTime is the CPU time (user + system) of this process and its reaped
+// children: on a busy machine it varies much less than wall time.
+func cpuTime() time.Duration {
+	var self, kids syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
+	var t time.Duration
+	for _, r := range []syscall.Rusage{self, kids} {
+		t += time.Duration(r.Utime.Nano() + r.Stime.Nano())
+	}
+	return t
+}
+
+func reportPercentiles(b *testing.B, ds []time.Duration, cpu0 time.Duration) {
+	if len(ds) == 0 {
+		return
+	}
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/1000/float64(len(ds)), "cpu-ms/op")
+	slices.Sort(ds)
+	p := func(q float64) float64 { return float64(ds[int(q*float64(len(ds)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(p(0.50), "p50-ms")
+	b.ReportMetric(p(0.99), "p99-ms")
+}
+
+func benchSandbox(b *testing.B, opts local.Options, spec sandbox.Spec) {
+	be := local.New(opts)
+	ctx := context.Background()
+	ds := make([]time.Duration, 0, b.N)
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	for b.Loop() {
+		start := time.Now()
+		sb, err := be.Create(ctx, spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := sb.Exec(ctx, sandbox.Cmd{Args: []string{"true"}})
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("exec: %v %+v", err, res)
+		}
+		if err := sb.Close(); err != nil {
+			b.Fatal(err)
+		}
+		ds = append(ds, time.Since(start))
+	}
+	be.Close() // reaps the helper, whose children's CPU time then counts
+	reportPercentiles(b, ds, cpu0)
+}
+
+// BenchmarkLocal is the full sandbox: cgroups and seccomp, a small workspace.
+func BenchmarkLocal(b *testing.B) {
+	benchSandbox(b, local.Options{}, sandbox.Spec{Workspace: sandboxtest.Workspace(b)})
+}
+
+// BenchmarkLocalPrestart takes inits started ahead (Options.Prestart); the
+// loop leaves 20 ms between sandboxes, for the next to be prepared, the way
+// rollouts arrive rather than back to back. The pause is not timed.
+func BenchmarkLocalPrestart(b *testing.B) {
+	be := local.New(local.Options{Prestart: 2})
+	spec := sandbox.Spec{Workspace: sandboxtest.Workspace(b)}
+	ctx := context.Background()
+	ds := make([]time.Duration, 0, b.N)
+	cpu0 := cpuTime()
+	for b.Loop() {
+		b.StopTimer()
+		time.Sleep(20 * time.Millisecond)
+		b.StartTimer()
+		start := time.Now()
+		sb, err := be.Create(ctx, spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res, err := sb.Exec(ctx, sandbox.Cmd{Args: []string{"true"}}); err != nil || res.ExitCode != 0 {
+			b.Fatalf("exec: %v %+v", err, res)
+		}
+		if err := sb.Close(); err != nil {
+			b.Fatal(err)
+		}
+		ds = append(ds, time.Since(start))
+	}
+	be.Close()
+	reportPercentiles(b, ds, cpu0)
+}
+
+// BenchmarkLocalNoCgroups shows what the cgroups cost.
+func BenchmarkLocalNoCgroups(b *testing.B) {
+	benchSandbox(b, local.Options{NoCgroups: true}, sandbox.Spec{Workspace: sandboxtest.Workspace(b)})
+}
+
+// BenchmarkExecOnly times Exec of `true` in a sandbox that already exists.
+func BenchmarkExecOnly(b *testing.B) {
+	be := local.New(local.Options{})
+	sb, err := be.Create(context.Background(), sandbox.Spec{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ds := make([]time.Duration, 0, b.N)
+	cpu0 := cpuTime()
+	for b.Loop() {
+		start := time.Now()
+		if _, err := sb.Exec(context.Background(), sandbox.Cmd{Args: []string{"true"}}); err != nil {
+			b.Fatal(err)
+		}
+		ds = append(ds, time.Since(start))
+	}
+	sb.Close()
+	be.Close()
+	reportPercentiles(b, ds, cpu0)
+}
+
+func benchCommand(b *testing.B, name string, args ...string) {
+	path, err := exec.LookPath(name)
+	if err != nil {
+		b.Fatalf("%s is missing (make test installs it): %v", name, err)
+	}
+	ds := make([]time.Duration, 0, b.N)
+	cpu0 := cpuTime()
+	for b.Loop() {
+		start := time.Now()
+		if out, err := exec.Command(path, args...).CombinedOutput(); err != nil {
+			b.Fatalf("%s: %v %s", name, err, out)
+		}
+		ds = append(ds, time.Since(start))
+	}
+	reportPercentiles(b, ds, cpu0)
+}
+
+// BenchmarkAnchorForkExec is a plain fork+exec of `true` from Go.
+func BenchmarkAnchorForkExec(b *testing.B) { benchCommand(b, "true") }
+
+// BenchmarkAnchorBubblewrap is bubblewrap with all namespaces.
+func BenchmarkAnchorBubblewrap(b *testing.B) {
+	benchCommand(b, "bwrap", "--unshare-all", "--ro-bind", "/", "/", "true")
+}
+
+// BenchmarkLocalBigHost is BenchmarkLocal from a host process holding 2 GiB:
+// starting a process in a new user namespace copies the parent's page
+// tables (no vfork), so a big host makes sandboxes slower to create.
+func BenchmarkLocalBigHost(b *testing.B) {
+	ballast := make([]byte, 2<<30)
+	for i := 0; i < len(ballast); i += 4096 {
+		ballast[i] = 1
+	}
+	benchSandbox(b, local.Options{}, sandbox.Spec{Workspace: sandboxtest.Workspace(b)})
+	runtime.KeepAlive(ballast)
+}

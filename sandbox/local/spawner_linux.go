@@ -1,0 +1,326 @@
+//go:build linux
+
+package local
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/legorl/legorl/sandbox"
+)
+
+// The spawner is a small helper process (this binary re-executed) that
+// starts every holder of a backend. Starting a process in a new user
+// namespace cannot use vfork, so the parent's page tables are copied: from
+// a host process holding gigabytes (a model, a proxy) that costs many
+// milliseconds per sandbox, from the spawner almost nothing. The host starts
+// the spawner itself with vfork (no new namespaces).
+
+const (
+	initHolder  = "holder"
+	initSpawner = "spawner"
+)
+
+// spawner is the host's end of the helper.
+type spawner struct {
+	fd   int // SOCK_SEQPACKET to the spawner
+	file *os.File
+	done chan struct{} // closed when the spawner exits
+}
+
+// startSpawner starts the helper from a goroutine locked to its thread for
+// the helper's whole life: the parent-death signal fires when the thread
+// that started a child exits, not the process.
+func startSpawner(self string) (*spawner, error) {
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	sp := &spawner{fd: pair[0], file: os.NewFile(uintptr(pair[0]), "sandbox-spawner"), done: make(chan struct{})}
+	child := os.NewFile(uintptr(pair[1]), "sandbox-spawner-child")
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		cmd := &exec.Cmd{
+			Path:        self,
+			Args:        []string{"legorl-sandbox-spawner"},
+			Env:         []string{initEnv + "=" + initSpawner, "GOMAXPROCS=1"},
+			ExtraFiles:  []*os.File{child},
+			SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true},
+		}
+		err := cmd.Start()
+		child.Close()
+		started <- err
+		if err != nil {
+			runtime.UnlockOSThread()
+			close(sp.done)
+			return
+		}
+		cmd.Wait() // the thread stays until the spawner is gone
+		close(sp.done)
+	}()
+	if err := <-started; err != nil {
+		sp.file.Close()
+		return nil, fmt.Errorf("start the spawner: %w", err)
+	}
+	return sp, nil
+}
+
+// spawn starts a holder mapped to uid, handing it files (the control
+// socket, then the detached mounts). It returns the holder's pid and a
+// pidfd for it. Calls must not overlap.
+func (sp *spawner) spawn(uid int, files []*os.File) (pid, pidfd int, err error) {
+	fds := make([]int, len(files))
+	for i, f := range files {
+		fds[i] = int(f.Fd())
+	}
+	if err := send(sp.fd, &message{Op: "spawn", UID: uid}, fds...); err != nil {
+		return 0, -1, err
+	}
+	m, got, err := recv(sp.fd)
+	if err != nil {
+		return 0, -1, err
+	}
+	if m.Op != "spawned" || m.Error != "" || len(got) != 1 {
+		closeAll(got)
+		return 0, -1, fmt.Errorf("spawner: %s", m.Error)
+	}
+	return m.Pid, got[0], nil
+}
+
+func (sp *spawner) close() {
+	sp.file.Close()
+	<-sp.done
+}
+
+// spawnerMain serves spawn requests until the host goes away. It runs on
+// the thread locked in Init, so the holders' parent-death signal stays armed.
+func spawnerMain() error {
+	for {
+		m, fds, err := recv(ctlFD)
+		if errors.Is(err, errPeerClosed) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if m.Op != "spawn" || len(fds) == 0 {
+			closeAll(fds)
+			return fmt.Errorf("protocol: want spawn, got %q", m.Op)
+		}
+		pid, err := spawnHolder(m.UID, fds)
+		if err != nil {
+			if err := send(ctlFD, &message{Op: "spawned", Error: err.Error()}); err != nil {
+				return err
+			}
+			continue
+		}
+		pidfd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			unix.Kill(pid, unix.SIGKILL)
+			if err := send(ctlFD, &message{Op: "spawned", Error: "pidfd: " + err.Error()}); err != nil {
+				return err
+			}
+			continue
+		}
+		err = send(ctlFD, &message{Op: "spawned", Pid: pid}, pidfd)
+		unix.Close(pidfd)
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// spawnHolder starts a holder in new namespaces, its root mapped to uid.
+func spawnHolder(uid int, fds []int) (int, error) {
+	files := make([]*os.File, len(fds))
+	for i, fd := range fds {
+		files[i] = os.NewFile(uintptr(fd), "sandbox-fd")
+	}
+	defer closeFiles(files)
+	cmd := &exec.Cmd{
+		Path:       "/proc/self/exe",
+		Args:       []string{"legorl-sandbox-init"},
+		Env:        []string{initEnv + "=" + initHolder, "GOMAXPROCS=1"},
+		ExtraFiles: files,
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
+				unix.CLONE_NEWNET | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC,
+			UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
+			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
+			GidMappingsEnableSetgroups: false,
+			// Become the namespace's root, host uid uid, before exec.
+			Credential: &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
+			Setsid:     true,
+			Pdeathsig:  syscall.SIGKILL,
+		},
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	go cmd.Wait() // reap it when it ends
+	return cmd.Process.Pid, nil
+}
+
+// spawner returns the backend's spawner, starting it at first use. The
+// backend's lock is held until spawnerDone.
+func (b *Backend) spawner() (*spawner, error) {
+	b.mu.Lock()
+	select {
+	case <-b.stop:
+		b.mu.Unlock()
+		return nil, sandbox.ErrClosed
+	default:
+	}
+	if b.sp == nil {
+		self := b.opts.InitPath
+		if self == "" {
+			self = "/proc/self/exe"
+		}
+		sp, err := startSpawner(self)
+		if err != nil {
+			b.mu.Unlock()
+			return nil, err
+		}
+		b.sp = sp
+	}
+	return b.sp, nil
+}
+
+// spawnerDone releases the spawner after a spawn; failed says the spawner
+// broke, so the next Create starts a new one.
+func (b *Backend) spawnerDone(failed bool) {
+	if failed && b.sp != nil {
+		b.sp.close()
+		b.sp = nil
+	}
+	b.mu.Unlock()
+}
+
+// Close ends the backend's helper process and prestarted inits, and with
+// them every sandbox of the backend still open. Create fails with
+// sandbox.ErrClosed afterwards.
+func (b *Backend) Close() error {
+	b.stopOnce.Do(func() { close(b.stop) })
+	for {
+		select {
+		case h := <-b.pool:
+			h.kill()
+			continue
+		default:
+		}
+		break
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.sp != nil {
+		b.sp.close()
+		b.sp = nil
+	}
+	return nil
+}
+
+// holderProc is a started holder, not yet given a spec.
+type holderProc struct {
+	uid      int
+	pid      int
+	pidfd    int
+	ctl      *os.File // host end of the control socket
+	ctlFD    int
+	prepared bool // its root is built
+}
+
+// startHolder starts a holder through the spawner; it builds its root
+// meanwhile (see waitPrepared).
+func (b *Backend) startHolder() (*holderProc, error) {
+	uid, err := randomUID()
+	if err != nil {
+		return nil, err
+	}
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	h := &holderProc{uid: uid, ctl: os.NewFile(uintptr(pair[0]), "sandbox-control"), ctlFD: pair[0]}
+	child := os.NewFile(uintptr(pair[1]), "sandbox-control-child")
+	defer child.Close()
+	sp, err := b.spawner()
+	if err != nil {
+		h.ctl.Close()
+		return nil, err
+	}
+	h.pid, h.pidfd, err = sp.spawn(uid, []*os.File{child})
+	b.spawnerDone(err != nil)
+	if err != nil {
+		h.ctl.Close()
+		return nil, err
+	}
+	return h, nil
+}
+
+// waitPrepared waits for the holder's root to be built.
+func (h *holderProc) waitPrepared() error {
+	m, fds, err := recv(h.ctlFD)
+	closeAll(fds)
+	if err != nil {
+		return err
+	}
+	if m.Op != "prepared" || m.Error != "" {
+		return fmt.Errorf("holder: %s", m.Error)
+	}
+	h.prepared = true
+	return nil
+}
+
+// kill ends a holder that no sandbox owns.
+func (h *holderProc) kill() {
+	unix.PidfdSendSignal(h.pidfd, unix.SIGKILL, nil, 0)
+	unix.Close(h.pidfd)
+	h.ctl.Close()
+}
+
+// takeHolder returns a prestarted holder when one is ready, else starts one.
+func (b *Backend) takeHolder() (*holderProc, error) {
+	if b.opts.Prestart > 0 {
+		b.prestartOnce.Do(func() { go b.prestart() })
+		select {
+		case h := <-b.pool:
+			return h, nil
+		default:
+		}
+	}
+	return b.startHolder()
+}
+
+// prestart keeps up to Options.Prestart prepared holders ready until Close.
+func (b *Backend) prestart() {
+	for {
+		h, err := b.startHolder()
+		if err == nil {
+			if err = h.waitPrepared(); err != nil {
+				h.kill()
+			}
+		}
+		if err != nil {
+			select {
+			case <-b.stop:
+				return
+			case <-time.After(100 * time.Millisecond): // a broken machine: do not spin
+			}
+			continue
+		}
+		select {
+		case b.pool <- h:
+		case <-b.stop:
+			h.kill()
+			return
+		}
+	}
+}
