@@ -16,7 +16,7 @@ TOKREF_STAMP      := tools/tokenizer-ref/node_modules/.legorl-installed
 FUZZTIME ?= 10s
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test build tools lint fuzz bench clean jinja-ref torch-ref docker-up docker-down
+.PHONY: help demo test build tools lint fuzz bench clean jinja-ref torch-ref pytest-ref docker-up docker-down
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_%/-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -38,7 +38,7 @@ test: tools lint ## the whole suite: installs and starts what it needs (versityg
 # Every fuzz target, as package:target; each runs for FUZZTIME.
 FUZZ_TARGETS := ./storage:FuzzDecodeFile ./policy/chat:FuzzQwen3Parse ./policy/chat:FuzzQwen3CoderParse ./policy/chat:FuzzPyJSON ./policy/tokenizer:FuzzEncodeDecode \
 	./policy/safetensors:FuzzParseHeader ./policy/model:FuzzParseConfig ./policy/kernels:FuzzSgemm \
-	./sandbox/docker:FuzzExtractTar
+	./sandbox/docker:FuzzExtractTar ./tasks:FuzzParsePatch
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 10s)
 	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
@@ -52,7 +52,7 @@ $(BIN)/%: FORCE
 
 FORCE:
 
-tools: $(VERSITYGW_STAMP) $(DUCKDB_STAMP) $(TOKREF_STAMP) jinja-ref torch-ref /usr/bin/bwrap ## install the test services and tools into .cache and tools/ (idempotent)
+tools: $(VERSITYGW_STAMP) $(DUCKDB_STAMP) $(TOKREF_STAMP) jinja-ref torch-ref pytest-ref /usr/bin/bwrap ## install the test services and tools into .cache and tools/ (idempotent)
 
 $(VERSITYGW_STAMP):
 	@echo "installing versitygw $(VERSITYGW_VERSION) into $(CACHE)/bin (a few minutes the first time)"
@@ -73,6 +73,11 @@ tools/%/node_modules/.legorl-installed: tools/%/package.json tools/%/package-loc
 jinja-ref:
 	@/usr/bin/python3 -c 'import jinja2' 2>/dev/null || { echo "installing python3-jinja2 from Debian"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-jinja2; }
+
+# Debian's pytest and git: the grader runs /usr/bin/python3 -m pytest inside the sandbox.
+pytest-ref:
+	@/usr/bin/python3 -c 'import pytest' 2>/dev/null && command -v git >/dev/null || { echo "installing python3-pytest from Debian"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-pytest git; }
 
 # bubblewrap: the anchor of the local sandbox benchmark.
 /usr/bin/bwrap:

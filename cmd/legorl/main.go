@@ -27,9 +27,13 @@ type command struct {
 // commands returns the subcommand table.
 func commands() map[string]command {
 	return map[string]command{
-		"version": {"print the version of legorl and of its data schema", runVersion},
-		"export":  {"write a committed table of a run as JSON lines or CSV", runExport},
-		"demo":    {"write a synthetic run to a store and read it back (the foundation demo)", runDemo},
+		"version":   {"print the version of legorl and of its data schema", runVersion},
+		"export":    {"write a committed table of a run as JSON lines or CSV", runExport},
+		"demo":      {"write a synthetic run to a store and read it back (the foundation demo)", runDemo},
+		"tasks":     {"generate the built-in task suite, or validate a suite (gold passes, base fails)", runTasks},
+		"tokenizer": {"encode, decode or train a byte-level BPE tokenizer.json", runTokenizer},
+		"model":     {"initialise a Qwen3 checkpoint or score completions with one (logprobs, routing)", runModel},
+		"sandbox":   {"run a command in a fresh sandbox (exec), or grade a diff against hidden tests (grade)", runSandbox},
 	}
 }
 
@@ -78,7 +82,7 @@ func usage(w io.Writer) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
+		fmt.Fprintf(w, "  %-10s %s\n", n, cmds[n].summary)
 	}
 }
 

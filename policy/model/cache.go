@@ -1,0 +1,84 @@
+package model
+
+import (
+	"fmt"
+)
+
+// kvCache holds the rotated keys and the values of every layer for the
+// positions processed so far: [n, KV*hd] per layer.
+type kvCache[T Float] struct {
+	k, v [][]T
+	n    int
+}
+
+// append adds a block of keys and values to layer l and returns the whole
+// cache of that layer.
+func (c *kvCache[T]) append(l int, k, v []T) ([]T, []T) {
+	c.k[l] = append(c.k[l], k...)
+	c.v[l] = append(c.v[l], v...)
+	return c.k[l], c.v[l]
+}
+
+// Cache is an incremental decoding state: the keys and values of a token
+// prefix, so that each new token costs one position of compute. It is
+// what a generation engine extends token by token and truncates to reuse
+// a shared prefix. A Cache is not safe for concurrent use; many caches may
+// share one Model.
+type Cache struct {
+	m    *Model
+	kv   kvCache[float32]
+	rope ropeTable[float32]
+}
+
+// NewCache returns an empty cache for m.
+func (m *Model) NewCache() *Cache {
+	L := m.cfg.NumHiddenLayers
+	return &Cache{m: m, kv: kvCache[float32]{k: make([][]float32, L), v: make([][]float32, L)}}
+}
+
+// Len returns the number of positions in the cache.
+func (c *Cache) Len() int { return c.kv.n }
+
+// Truncate keeps the first n positions, to reuse a prefix.
+func (c *Cache) Truncate(n int) error {
+	if n < 0 || n > c.kv.n {
+		return fmt.Errorf("%w: truncate to %d positions, the cache holds %d", ErrInput, n, c.kv.n)
+	}
+	cfg := c.m.cfg
+	w := n * cfg.NumKeyValueHeads * cfg.HeadDim
+	for l := range c.kv.k {
+		c.kv.k[l], c.kv.v[l] = c.kv.k[l][:w], c.kv.v[l][:w]
+	}
+	c.kv.n = n
+	return nil
+}
+
+// Extend runs ids at the next positions of the cache and returns the
+// logits (before temperature) that predict the token after the last of
+// them, and the routing of the new tokens, [len(ids)][MoE layers][k] (nil
+// for a dense model). routing, when not nil, is replayed for the new
+// tokens. The logits are those the full forward pass computes for the same
+// token sequence, up to float32 rounding.
+func (c *Cache) Extend(ids []int32, routing [][][]int16) ([]float32, [][][]int16, error) {
+	cfg := &c.m.cfg
+	if len(ids) == 0 {
+		return nil, nil, fmt.Errorf("%w: no tokens to extend the cache with", ErrInput)
+	}
+	if n := c.kv.n + len(ids); cfg.MaxPositionEmbeddings > 0 && n > cfg.MaxPositionEmbeddings {
+		return nil, nil, fmt.Errorf("%w: %d positions exceed max_position_embeddings %d", ErrInput, n, cfg.MaxPositionEmbeddings)
+	}
+	if err := cfg.check(0, Sequence{Prompt: ids, Routing: routing}); err != nil {
+		return nil, nil, err
+	}
+	need := c.kv.n + len(ids)
+	if len(c.rope.cos) < need*cfg.HeadDim/2 {
+		c.rope = newRope[float32](max(need, 2*len(c.rope.cos)/max(1, cfg.HeadDim/2), 64), cfg.HeadDim, cfg.RopeTheta)
+	}
+	ps := &pass[float32]{c: cfg, p: c.m.p, ids: ids, S: len(ids), P: len(ids), temp: 1, replay: routing,
+		block: attnBlock, pos0: c.kv.n, kv: &c.kv, rope: c.rope}
+	ps.forward()
+	c.kv.n = need
+	d := cfg.HiddenSize
+	last := ps.xFn[(len(ids)-1)*d:]
+	return linear(last, 1, d, c.m.p.lmHead.data, cfg.VocabSize), ps.routes, nil
+}

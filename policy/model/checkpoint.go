@@ -1,0 +1,129 @@
+package model
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/legorl/legorl/policy/safetensors"
+)
+
+// ConfigFile is the name of a checkpoint's config.
+const ConfigFile = "config.json"
+
+// TokenizerFileNames are the tokenizer files of an HF checkpoint folder that
+// travel with the weights.
+var TokenizerFileNames = []string{"tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt",
+	"special_tokens_map.json", "added_tokens.json", "generation_config.json"}
+
+// SaveOptions control Save.
+type SaveOptions struct {
+	// DType is the tensor type written: safetensors.F32 or BF16 (rounded to
+	// nearest even). Defaults to F32.
+	DType safetensors.DType
+	// TokenizerFiles are copied into the folder under their base names.
+	// Defaults to none.
+	TokenizerFiles []string
+}
+
+// Save writes the model to dir in the Hugging Face layout: config.json and
+// model.safetensors with HF tensor names, plus the tokenizer files. It
+// creates dir if needed and replaces files of those names.
+func (m *Model) Save(dir string, opt SaveOptions) error {
+	if opt.DType == "" {
+		opt.DType = safetensors.F32
+	}
+	cfg := m.cfg
+	switch opt.DType {
+	case safetensors.F32:
+		cfg.TorchDType = "float32"
+	case safetensors.BF16:
+		cfg.TorchDType = "bfloat16"
+	default:
+		return fmt.Errorf("%w: cannot save as %q", safetensors.ErrDType, opt.DType)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	cb, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return fmt.Errorf("model: encode config: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ConfigFile), append(cb, '\n'), 0o644); err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	ts := make([]safetensors.Tensor, len(m.p.all))
+	for i, t := range m.p.all {
+		ts[i] = safetensors.Tensor{Name: t.name, Shape: t.shape, Data: t.data}
+	}
+	if err := safetensors.WriteFile(filepath.Join(dir, safetensors.SingleFile), ts, opt.DType, map[string]string{"format": "pt"}); err != nil {
+		return err
+	}
+	for _, f := range opt.TokenizerFiles {
+		if err := copyFile(f, filepath.Join(dir, filepath.Base(f))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("model: tokenizer file: %w", err)
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return fmt.Errorf("model: copy %s: %w", src, err)
+	}
+	return out.Close()
+}
+
+// Load reads a checkpoint folder in the Hugging Face layout: config.json and
+// model.safetensors or a sharded model.safetensors.index.json, F32 or BF16.
+// Every tensor the config implies must be present with its shape, and no
+// other tensor may be; errors name the tensor.
+func Load(dir string) (*Model, error) {
+	cfg, err := LoadConfig(filepath.Join(dir, ConfigFile))
+	if err != nil {
+		return nil, err
+	}
+	set, err := safetensors.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrCheckpoint, dir, err)
+	}
+	p := newParams[float32](cfg)
+	want := map[string]bool{}
+	for _, t := range p.all {
+		want[t.name] = true
+		v, err := set.Float32(t.name, t.shape)
+		if err != nil {
+			if errors.Is(err, safetensors.ErrMissing) && t == p.lmHead && !cfg.TieWordEmbeddings {
+				err = fmt.Errorf("%w (config.json has tie_word_embeddings false)", err)
+			}
+			return nil, fmt.Errorf("%w: %s: %w", ErrCheckpoint, dir, err)
+		}
+		copy(t.data, v)
+	}
+	for _, name := range set.Names() {
+		if !want[name] {
+			hint := ""
+			if name == "lm_head.weight" {
+				hint = " (config.json has tie_word_embeddings true)"
+			}
+			return nil, fmt.Errorf("%w: %s: unexpected tensor %q for this config%s", ErrCheckpoint, dir, name, hint)
+		}
+	}
+	if name := p.nonFinite(); name != "" {
+		return nil, fmt.Errorf("%w: %s: tensor %q holds NaN or infinity", ErrCheckpoint, dir, name)
+	}
+	return &Model{cfg: cfg, p: p}, nil
+}

@@ -1,0 +1,319 @@
+package model
+
+import (
+	"math"
+	"sort"
+)
+
+// layerCache keeps what one decoder layer's backward pass needs.
+type layerCache[T Float] struct {
+	x, xn, rIn   []T // layer input, its norm, reciprocal roots
+	qRaw, kRaw   []T // projections before q/k norm
+	rq, rk       []T
+	q, k, v      []T // after norm and rope
+	probs        []T // [H][S][S] attention probabilities
+	attn         []T // [S, H*hd] attention output before o_proj
+	h, hn, rPost []T // residual after attention, its norm
+	g, u, act    []T // dense MLP: gate, up, silu(gate)*up
+	moe          *moeCache[T]
+}
+
+// moeCache keeps one MoE block's routing and per-expert activations.
+type moeCache[T Float] struct {
+	probs   []T     // [S, E] router softmax
+	sel     []int   // [S, K] chosen experts
+	w       []T     // [S, K] combine weights
+	tok     [][]int // per expert: token indices
+	slot    [][]int // per expert: slot of the token's choice
+	xe      [][]T   // per expert: gathered inputs [n, d]
+	g, u    [][]T   // per expert [n, I]
+	act, ye [][]T   // per expert [n, I], expert outputs [n, d]
+}
+
+// pass is one sequence's forward (and, when training, backward) pass.
+type pass[T Float] struct {
+	c      *Config
+	p      *params[T]
+	rope   ropeTable[T]
+	ids    []int32
+	S, P   int
+	temp   float64
+	train  bool
+	w      []float32 // loss weights per completion token, set before backward
+	replay [][][]int16
+	block  int // row block of the causal attention matmuls
+	pos0   int // position of the first token (0 but when extending a KV cache)
+	kv     *kvCache[T]
+
+	layers      []layerCache[T]
+	xF, xFn, rF []T // final residual, its norm, roots
+	probs       []T // [C, V] softmax of logits/T when training; backward turns it into d loss / d logits
+	logprobs    []T
+	routes      [][][]int16
+}
+
+func (ps *pass[T]) forward() {
+	c := ps.c
+	d, S := c.HiddenSize, ps.S
+	x := make([]T, S*d)
+	for t, id := range ps.ids {
+		copy(x[t*d:(t+1)*d], ps.p.embed.data[int(id)*d:])
+	}
+	ps.layers = make([]layerCache[T], c.NumHiddenLayers)
+	if c.MoELayers() > 0 {
+		ps.routes = make([][][]int16, S)
+		for t := range ps.routes {
+			ps.routes[t] = make([][]int16, 0, c.MoELayers())
+		}
+	}
+	moeIdx := 0
+	for l := range ps.layers {
+		x = ps.layerForward(l, moeIdx, x)
+		if c.IsMoE(l) {
+			moeIdx++
+		}
+	}
+	ps.xF = x
+	ps.xFn, ps.rF = rmsnorm(x, S, d, ps.p.norm.data, c.RMSNormEps)
+	if ps.kv == nil {
+		ps.head()
+	}
+}
+
+// head computes the logprob of each completion token from the final hidden
+// state of the position before it, and when training keeps the softmax.
+func (ps *pass[T]) head() {
+	c := ps.c
+	d, V := c.HiddenSize, c.VocabSize
+	C := ps.S - ps.P
+	ps.logprobs = make([]T, C)
+	if C == 0 {
+		return
+	}
+	rows := ps.xFn[(ps.P-1)*d : (ps.S-1)*d]
+	logits := linear(rows, C, d, ps.p.lmHead.data, V)
+	invT := 1 / ps.temp
+	for i := 0; i < C; i++ {
+		z := logits[i*V : (i+1)*V]
+		mx := math.Inf(-1)
+		for _, v := range z {
+			mx = max(mx, float64(v)*invT)
+		}
+		target := int(ps.ids[ps.P+i])
+		zt := float64(z[target]) * invT
+		sum := expShift(z, invT, mx)
+		ps.logprobs[i] = T(zt - mx - math.Log(sum))
+		if ps.train {
+			inv := T(1 / sum)
+			for j := range z {
+				z[j] *= inv
+			}
+		}
+	}
+	if ps.train {
+		ps.probs = logits
+	}
+}
+
+func (ps *pass[T]) layerForward(l, moeIdx int, x []T) []T {
+	c, lp, lc := ps.c, &ps.p.layers[l], &ps.layers[l]
+	d, S := c.HiddenSize, ps.S
+	H, KV, hd := c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
+	xn, rIn := rmsnorm(x, S, d, lp.inNorm.data, c.RMSNormEps)
+	qRaw := linear(xn, S, d, lp.q.data, H*hd)
+	kRaw := linear(xn, S, d, lp.k.data, KV*hd)
+	v := linear(xn, S, d, lp.v.data, KV*hd)
+	q, rq := rmsnorm(qRaw, S*H, hd, lp.qNorm.data, c.RMSNormEps)
+	k, rk := rmsnorm(kRaw, S*KV, hd, lp.kNorm.data, c.RMSNormEps)
+	ps.rope.apply(q, ps.pos0, S, H, false)
+	ps.rope.apply(k, ps.pos0, S, KV, false)
+	kAll, vAll := k, v
+	if ps.kv != nil {
+		kAll, vAll = ps.kv.append(l, k, v)
+	}
+	attn, probs := ps.attention(q, kAll, vAll)
+	o := linear(attn, S, H*hd, lp.o.data, d)
+	h := o
+	for i := range h {
+		h[i] += x[i]
+	}
+	hn, rPost := rmsnorm(h, S, d, lp.postNorm.data, c.RMSNormEps)
+	var out []T
+	if lp.moe {
+		var mc *moeCache[T]
+		out, mc = ps.moeForward(lp, hn, moeIdx)
+		lc.moe = mc
+	} else {
+		var g, u, act []T
+		out, g, u, act = mlpForward(c, lp.mlp, hn, S, c.IntermediateSize)
+		lc.g, lc.u, lc.act = g, u, act
+	}
+	for i := range out {
+		out[i] += h[i]
+	}
+	if ps.train {
+		lc.x, lc.xn, lc.rIn = x, xn, rIn
+		lc.qRaw, lc.kRaw, lc.rq, lc.rk = qRaw, kRaw, rq, rk
+		lc.q, lc.k, lc.v, lc.probs, lc.attn = q, k, v, probs, attn
+		lc.h, lc.hn, lc.rPost = h, hn, rPost
+	} else {
+		*lc = layerCache[T]{}
+	}
+	return out
+}
+
+// attnBlock is the row block of the causal attention matmuls: a block of
+// query rows multiplies only the keys up to its last row, which skips most
+// of the masked upper triangle while keeping the matmuls large.
+const attnBlock = 64
+
+// attention runs causal grouped-query attention of the queries q [S, H*hd]
+// (positions pos0..pos0+S-1) over the keys and values k, v [pos0+S, KV*hd],
+// one goroutine per head. It returns the output [S, H*hd] and, when
+// training (pos0 = 0), the probabilities [H][S][S].
+func (ps *pass[T]) attention(q, k, v []T) (out, probs []T) {
+	c, S, p0 := ps.c, ps.S, ps.pos0
+	H, KV, hd := c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
+	N := p0 + S // keys, and the row stride of the probabilities
+	group := H / KV
+	scale := T(1 / math.Sqrt(float64(hd)))
+	out = make([]T, S*H*hd)
+	if ps.train {
+		probs = make([]T, H*S*N)
+	}
+	parallelFor(H, func(h int) {
+		kh := h / group
+		var scratch []T
+		if probs == nil {
+			scratch = make([]T, min(ps.block, S)*N) // inference keeps one row block
+		}
+		// Causal: row block [r0, r1) only needs keys [0, p0+r1).
+		for r0 := 0; r0 < S; r0 += ps.block {
+			r1 := min(r0+ps.block, S)
+			P := scratch // rows r0..r1-1 with stride N
+			if probs != nil {
+				P = probs[(h*S+r0)*N : (h+1)*S*N]
+			}
+			gemm(false, true, r1-r0, p0+r1, hd, scale, q[(r0*H+h)*hd:], H*hd, k[kh*hd:], KV*hd, 0, P, N)
+			for i := r0; i < r1; i++ {
+				row := P[(i-r0)*N : (i-r0+1)*N]
+				last := p0 + i // the last key this query sees
+				mx := row[0]
+				for _, s := range row[1 : last+1] {
+					mx = max(mx, s)
+				}
+				sum := expShift(row[:last+1], 1, float64(mx))
+				inv := T(1 / sum)
+				for j := 0; j <= last; j++ {
+					row[j] *= inv
+				}
+				clear(row[last+1:])
+			}
+			gemm(false, false, r1-r0, hd, p0+r1, 1, P, N, v[kh*hd:], KV*hd, 0, out[(r0*H+h)*hd:], H*hd)
+		}
+	})
+	return out, probs
+}
+
+// mlpForward runs a SwiGLU MLP: down(silu(gate(x)) * up(x)) on x [n, d].
+func mlpForward[T Float](c *Config, m mlpParams[T], x []T, n, inter int) (out, g, u, act []T) {
+	d := c.HiddenSize
+	g = linear(x, n, d, m.gate.data, inter)
+	u = linear(x, n, d, m.up.data, inter)
+	act = make([]T, len(g))
+	sigmoidInto(act, g)
+	for i, gv := range g {
+		act[i] *= gv * u[i]
+	}
+	out = linear(act, n, inter, m.down.data, d)
+	return out, g, u, act
+}
+
+// moeForward runs a sparse MoE block on x [S, d]: router softmax over all
+// experts, top-k (or the replayed experts), optional renormalisation, and
+// the weighted sum of the chosen experts' SwiGLU outputs.
+func (ps *pass[T]) moeForward(lp *layerParams[T], x []T, moeIdx int) ([]T, *moeCache[T]) {
+	c, S := ps.c, ps.S
+	d, E, K, I := c.HiddenSize, c.NumExperts, c.NumExpertsPerTok, c.MoEIntermediateSize
+	mc := &moeCache[T]{sel: make([]int, S*K), w: make([]T, S*K)}
+	probs := linear(x, S, d, lp.router.data, E)
+	order := make([]int, E)
+	for t := 0; t < S; t++ {
+		row := probs[t*E : (t+1)*E]
+		mx := row[0]
+		for _, v := range row {
+			mx = max(mx, v)
+		}
+		var sum float64
+		for j, v := range row {
+			e := math.Exp(float64(v - mx))
+			row[j] = T(e)
+			sum += e
+		}
+		for j := range row {
+			row[j] = T(float64(row[j]) / sum)
+		}
+		sel := mc.sel[t*K : (t+1)*K]
+		if ps.replay != nil {
+			for j, e := range ps.replay[t][moeIdx] {
+				sel[j] = int(e)
+			}
+		} else {
+			for j := range order {
+				order[j] = j
+			}
+			sort.SliceStable(order, func(a, b int) bool { return row[order[a]] > row[order[b]] })
+			copy(sel, order[:K])
+		}
+		var ws T
+		for j, e := range sel {
+			mc.w[t*K+j] = row[e]
+			ws += row[e]
+		}
+		if c.NormTopKProb {
+			for j := range sel {
+				mc.w[t*K+j] /= ws
+			}
+		}
+		r := make([]int16, K)
+		for j, e := range sel {
+			r[j] = int16(e)
+		}
+		ps.routes[t] = append(ps.routes[t], r)
+	}
+	mc.probs = probs
+	mc.tok = make([][]int, E)
+	mc.slot = make([][]int, E)
+	for t := 0; t < S; t++ {
+		for j := 0; j < K; j++ {
+			e := mc.sel[t*K+j]
+			mc.tok[e] = append(mc.tok[e], t)
+			mc.slot[e] = append(mc.slot[e], j)
+		}
+	}
+	mc.xe, mc.g, mc.u, mc.act, mc.ye = make([][]T, E), make([][]T, E), make([][]T, E), make([][]T, E), make([][]T, E)
+	out := make([]T, S*d)
+	for e := 0; e < E; e++ {
+		n := len(mc.tok[e])
+		if n == 0 {
+			continue
+		}
+		xe := make([]T, n*d)
+		for i, t := range mc.tok[e] {
+			copy(xe[i*d:(i+1)*d], x[t*d:(t+1)*d])
+		}
+		ye, g, u, act := mlpForward(c, lp.experts[e], xe, n, I)
+		for i, t := range mc.tok[e] {
+			w := mc.w[t*K+mc.slot[e][i]]
+			o, y := out[t*d:(t+1)*d], ye[i*d:(i+1)*d]
+			for j := range o {
+				o[j] += w * y[j]
+			}
+		}
+		mc.xe[e], mc.g[e], mc.u[e], mc.act[e], mc.ye[e] = xe, g, u, act, ye
+	}
+	if !ps.train {
+		return out, nil
+	}
+	return out, mc
+}

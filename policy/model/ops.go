@@ -1,0 +1,191 @@
+package model
+
+import (
+	"math"
+	"runtime"
+	"sync"
+
+	"github.com/legorl/legorl/policy/kernels"
+)
+
+// gemm computes C = alpha*op(A)*op(B) + beta*C on row-major matrices (the
+// kernels.Sgemm contract). float32 goes to kernels.Sgemm; float64 (used by
+// the gradient checks only) to a plain loop.
+func gemm[T Float](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	switch a := any(a).(type) {
+	case []float32:
+		kernels.Sgemm(transA, transB, m, n, k, float32(alpha), a, lda, any(b).([]float32), ldb, float32(beta), any(c).([]float32), ldc)
+	case []float64:
+		dgemm(transA, transB, m, n, k, float64(alpha), a, lda, any(b).([]float64), ldb, float64(beta), any(c).([]float64), ldc)
+	}
+}
+
+func dgemm(transA, transB bool, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			var s float64
+			for p := 0; p < k; p++ {
+				var av, bv float64
+				if transA {
+					av = a[p*lda+i]
+				} else {
+					av = a[i*lda+p]
+				}
+				if transB {
+					bv = b[j*ldb+p]
+				} else {
+					bv = b[p*ldb+j]
+				}
+				s += av * bv
+			}
+			if beta == 0 {
+				c[i*ldc+j] = alpha * s
+			} else {
+				c[i*ldc+j] = alpha*s + beta*c[i*ldc+j]
+			}
+		}
+	}
+}
+
+// linear computes y = x W^T for x [rows, in] and W [out, in] (nn.Linear).
+func linear[T Float](x []T, rows, in int, w []T, out int) []T {
+	y := make([]T, rows*out)
+	gemm(false, true, rows, out, in, 1, x, in, w, in, 0, y, out)
+	return y
+}
+
+// linearBack accumulates dx += dy W and dW += dy^T x for y = x W^T.
+// dx may be nil when the input gradient is not needed.
+func linearBack[T Float](dy []T, rows, out int, x []T, in int, w, dw, dx []T) {
+	if dx != nil {
+		gemm(false, false, rows, in, out, 1, dy, out, w, in, 1, dx, in)
+	}
+	gemm(true, false, out, in, rows, 1, dy, out, x, in, 1, dw, in)
+}
+
+// rmsnorm normalises each row of x [rows, n]: y = w * x / sqrt(mean(x²)+eps).
+// It returns y and the reciprocal root of each row.
+func rmsnorm[T Float](x []T, rows, n int, w []T, eps float64) (y, r []T) {
+	y = make([]T, rows*n)
+	r = make([]T, rows)
+	for i := 0; i < rows; i++ {
+		xr := x[i*n : (i+1)*n]
+		var ss float64
+		for _, v := range xr {
+			ss += float64(v) * float64(v)
+		}
+		ri := T(1 / math.Sqrt(ss/float64(n)+eps))
+		r[i] = ri
+		yr := y[i*n : (i+1)*n]
+		for j, v := range xr {
+			yr[j] = w[j] * (v * ri)
+		}
+	}
+	return y, r
+}
+
+// rmsnormBack accumulates into dx and dw the gradient of rmsnorm given dy.
+func rmsnormBack[T Float](dy, x []T, rows, n int, w, r, dw, dx []T) {
+	for i := 0; i < rows; i++ {
+		xr, dyr, dxr := x[i*n:(i+1)*n], dy[i*n:(i+1)*n], dx[i*n:(i+1)*n]
+		ri := r[i]
+		var dot float64
+		for j := range xr {
+			g := dyr[j] * w[j]
+			dot += float64(g) * float64(xr[j])
+			dw[j] += dyr[j] * xr[j] * ri
+		}
+		c := T(dot) * ri * ri * ri / T(n)
+		for j := range xr {
+			dxr[j] += dyr[j]*w[j]*ri - xr[j]*c
+		}
+	}
+}
+
+// ropeTable holds cos and sin of every position's angles: [pos][hd/2].
+type ropeTable[T Float] struct {
+	half     int
+	cos, sin []T
+}
+
+// newRope computes the rotary tables for positions 0..n-1 the way the HF
+// code does: inv_freq = 1/theta^(2i/hd), angle = pos*inv_freq, in float32
+// arithmetic for float32 models so the two agree to the last bit or so.
+func newRope[T Float](n, hd int, theta float64) ropeTable[T] {
+	half := hd / 2
+	t := ropeTable[T]{half: half, cos: make([]T, n*half), sin: make([]T, n*half)}
+	var zero T
+	_, f32 := any(zero).(float32)
+	for i := 0; i < half; i++ {
+		for p := 0; p < n; p++ {
+			var ang float64
+			if f32 {
+				inv := float32(1 / math.Pow(theta, float64(float32(2*i)/float32(hd))))
+				ang = float64(float32(p) * inv)
+			} else {
+				ang = float64(p) / math.Pow(theta, float64(2*i)/float64(hd))
+			}
+			t.cos[p*half+i] = T(math.Cos(ang))
+			t.sin[p*half+i] = T(math.Sin(ang))
+		}
+	}
+	return t
+}
+
+// apply rotates x [S, heads, hd], rows at positions pos0.., in place: out[i] = x[i]cos - x[i+h]sin,
+// out[i+h] = x[i+h]cos + x[i]sin (rotate_half). inverse applies the
+// transpose, which is the backward pass.
+func (t ropeTable[T]) apply(x []T, pos0, S, heads int, inverse bool) {
+	h := t.half
+	hd := 2 * h
+	for p := 0; p < S; p++ {
+		a := pos0 + p
+		cs, sn := t.cos[a*h:(a+1)*h], t.sin[a*h:(a+1)*h]
+		for k := 0; k < heads; k++ {
+			v := x[(p*heads+k)*hd : (p*heads+k+1)*hd]
+			for i := 0; i < h; i++ {
+				a, b := v[i], v[i+h]
+				s := sn[i]
+				if inverse {
+					s = -s
+				}
+				v[i] = a*cs[i] - b*s
+				v[i+h] = b*cs[i] + a*s
+			}
+		}
+	}
+}
+
+// parallelFor runs f(i) for i in [0, n) on up to GOMAXPROCS goroutines.
+func parallelFor(n int, f func(i int)) {
+	w := min(runtime.GOMAXPROCS(0), n)
+	if w <= 1 {
+		for i := 0; i < n; i++ {
+			f(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	next := 0
+	for range w {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= n {
+					return
+				}
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,291 @@
+package grade
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+
+	"github.com/legorl/legorl/sandbox"
+	"github.com/legorl/legorl/tasks"
+)
+
+// pytestCmd runs the required tests by node id with pinned settings: the
+// interpreter isolated (-I: no PYTHON* variables, no user site, no script
+// folder on sys.path), no plugin autoload, the grader's own config file
+// (the repository's pytest.ini/tox.ini/setup.cfg/pyproject.toml are not
+// read), addopts emptied, conftest.py search stopped at the workspace, no
+// cache, JUnit XML and the grader plugin's report in the results mount.
+func (g *Grader) pytestCmd(inst *tasks.Instance) sandbox.Cmd {
+	args := []string{g.opts.Python, "-I", "-B", RunnerDir + "/run_pytest.py", ResultsDir,
+		"-c", RunnerDir + "/pytest.ini", "--rootdir=" + WorkspaceDir, "--confcutdir=" + WorkspaceDir,
+		"-p", "no:cacheprovider", "-o", "addopts=", "-o", "pythonpath=" + WorkspaceDir,
+		"--junitxml=" + ResultsDir + "/junit.xml", "-o", "junit_family=xunit2", "-q", "-rN", "--color=no",
+	}
+	args = append(args, inst.FailToPass...)
+	args = append(args, inst.PassToPass...)
+	return sandbox.Cmd{Args: args, Dir: WorkspaceDir, Env: []string{
+		"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", "PYTEST_ADDOPTS=", "PYTHONHASHSEED=0", "PYTHONDONTWRITEBYTECODE=1",
+	}}
+}
+
+// junitCase is one <testcase> of a JUnit XML report.
+type junitCase struct {
+	Classname string    `xml:"classname,attr"`
+	Name      string    `xml:"name,attr"`
+	Failure   *struct{} `xml:"failure"`
+	Error     *struct{} `xml:"error"`
+	Skipped   *struct{} `xml:"skipped"`
+}
+
+// junitKey maps a pytest node id to JUnit's (classname, name).
+func junitKey(nodeid string) string {
+	parts := strings.Split(nodeid, "::")
+	cls := strings.ReplaceAll(strings.TrimSuffix(parts[0], ".py"), "/", ".")
+	for _, p := range parts[1 : len(parts)-1] {
+		cls += "." + p
+	}
+	return cls + "\x00" + parts[len(parts)-1]
+}
+
+// readPytestResults reads the plugin's report and pytest's JUnit XML from
+// the results folder and returns "passed" for a required id only when
+// both say so. Disagreements and missing reports come back as flags.
+func readPytestResults(dir string, required []string) (map[string]string, []string) {
+	var notes []string
+	var plugin struct {
+		Tests         map[string]string `json:"tests"`
+		CollectErrors []string          `json:"collect_errors"`
+	}
+	b, err := readSmall(filepath.Join(dir, "plugin.json"))
+	if err != nil {
+		notes = append(notes, "report_missing:plugin.json")
+	} else if err := json.Unmarshal(b, &plugin); err != nil {
+		notes = append(notes, "report_corrupt:plugin.json")
+	}
+	junit := map[string]string{}
+	b, err = readSmall(filepath.Join(dir, "junit.xml"))
+	if err != nil {
+		notes = append(notes, "report_missing:junit.xml")
+	} else {
+		dec := xml.NewDecoder(bytes.NewReader(b))
+		for {
+			tok, err := dec.Token()
+			if err != nil {
+				if err != io.EOF {
+					notes = append(notes, "report_corrupt:junit.xml")
+				}
+				break
+			}
+			se, ok := tok.(xml.StartElement)
+			if !ok || se.Name.Local != "testcase" {
+				continue
+			}
+			var c junitCase
+			if err := dec.DecodeElement(&c, &se); err != nil {
+				notes = append(notes, "report_corrupt:junit.xml")
+				break
+			}
+			k := c.Classname + "\x00" + c.Name
+			st := "passed"
+			switch {
+			case c.Failure != nil || c.Error != nil:
+				st = "failed"
+			case c.Skipped != nil:
+				st = "skipped"
+			}
+			if prev, ok := junit[k]; ok && prev != st {
+				st = "failed" // a test reported twice, differently: trust neither
+			}
+			junit[k] = st
+		}
+	}
+	out := map[string]string{}
+	for _, id := range required {
+		p, j := plugin.Tests[id], junit[junitKey(id)]
+		switch {
+		case p == "passed" && j == "passed":
+			out[id] = "passed"
+		case p == "" && j == "":
+			out[id] = "missing"
+		default:
+			if (p == "passed") != (j == "passed") {
+				notes = append(notes, "report_mismatch:"+id)
+			}
+			out[id] = "failed"
+		}
+	}
+	return out, notes
+}
+
+func readSmall(p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, 32<<20))
+}
+
+// goCmd runs the required tests by name with go test -json: offline
+// (GOPROXY=off, GOTOOLCHAIN=local, GOFLAGS=-mod=mod), no cgo, no vet, no
+// workspace file. GOCACHE is the read-only seed cache: the standard
+// library comes from it, what the task compiles is not kept (cache writes
+// are best effort in the go command), and nothing the tests do can poison
+// it for later grades. The JSON events go to the host through stdout (a
+// pipe the host owns).
+func (g *Grader) goCmd(inst *tasks.Instance, stdout io.Writer) sandbox.Cmd {
+	names := append(append([]string{}, inst.FailToPass...), inst.PassToPass...)
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = regexp.QuoteMeta(n)
+	}
+	run := "^(" + strings.Join(quoted, "|") + ")$"
+	script := `exec go test -json -count=1 -vet=off -p 1 -run "$1" ./...`
+	return sandbox.Cmd{
+		Args: []string{"/bin/sh", "-c", script, "sh", run},
+		Dir:  WorkspaceDir, Stdout: stdout,
+		Env: append(goEnv(g.goRoot()), "GOCACHE="+GoCacheDir),
+	}
+}
+
+func goEnv(goroot string) []string {
+	return []string{
+		"PATH=" + goroot + "/bin:/usr/local/bin:/usr/bin:/bin", "GOROOT=" + goroot,
+		"GOPATH=/tmp/gopath", "GOMODCACHE=/tmp/gopath/pkg/mod", "GOPROXY=off", "GOSUMDB=off",
+		"GOFLAGS=-mod=mod", "GOTOOLCHAIN=local", "GOTELEMETRY=off", "CGO_ENABLED=0", "GOWORK=off", "GOENV=off",
+	}
+}
+
+func (g *Grader) goRoot() string {
+	if g.opts.GoRoot != "" {
+		return g.opts.GoRoot
+	}
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err == nil && len(bytes.TrimSpace(out)) > 0 {
+		return string(bytes.TrimSpace(out))
+	}
+	return runtime.GOROOT()
+}
+
+// goEvent is one line of go test -json.
+type goEvent struct {
+	Action  string
+	Package string
+	Test    string
+}
+
+// parseGoTest reads go test -json output: a required test passed when it
+// has a pass event and no fail or skip event.
+func parseGoTest(out []byte, truncated bool) (map[string]string, []string) {
+	var notes []string
+	if truncated {
+		notes = append(notes, "report_truncated")
+	}
+	st := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		var e goEvent
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Test == "" || strings.Contains(e.Test, "/") {
+			continue
+		}
+		switch e.Action {
+		case "pass":
+			if st[e.Test] == "" {
+				st[e.Test] = "passed"
+			}
+		case "fail":
+			st[e.Test] = "failed"
+		case "skip":
+			if st[e.Test] != "failed" {
+				st[e.Test] = "skipped"
+			}
+		}
+	}
+	return st, notes
+}
+
+// goCacheSeed returns a folder holding a Go build cache warmed with the
+// standard library packages tests use, built once per Go version under
+// CacheDir (a fresh cache would cost a minute of compiling per grade).
+func (g *Grader) goCacheSeed(ctx context.Context) (string, error) {
+	g.goSeedMu.Lock()
+	defer g.goSeedMu.Unlock()
+	if g.goSeed != "" {
+		return g.goSeed, nil
+	}
+	goroot := g.goRoot()
+	ver, err := os.ReadFile(filepath.Join(goroot, "VERSION"))
+	if err != nil {
+		return "", fmt.Errorf("grade: go version: %w", err)
+	}
+	v := strings.Fields(string(ver))
+	if len(v) == 0 {
+		return "", fmt.Errorf("grade: empty %s/VERSION", goroot)
+	}
+	dir := filepath.Join(g.opts.CacheDir, "gocache-"+v[0])
+	if _, err := os.Stat(filepath.Join(dir, "README")); err == nil {
+		g.goSeed = dir
+		return dir, nil
+	}
+	if err := os.MkdirAll(g.opts.CacheDir, 0o755); err != nil {
+		return "", fmt.Errorf("grade: %w", err)
+	}
+	tmp, err := os.MkdirTemp(g.opts.CacheDir, ".gocache-build-")
+	if err != nil {
+		return "", fmt.Errorf("grade: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	mod := filepath.Join(tmp, "mod")
+	cache := filepath.Join(tmp, "cache")
+	if err := os.MkdirAll(mod, 0o755); err != nil {
+		return "", err
+	}
+	files := map[string]string{
+		"go.mod":       "module example.com/seed\n\ngo 1.22\n",
+		"seed.go":      "package seed\n\nimport (\n\t\"errors\"\n\t\"fmt\"\n\t\"math\"\n\t\"slices\"\n\t\"sort\"\n\t\"strconv\"\n\t\"strings\"\n)\n\nvar _ = []any{errors.New, fmt.Sprint, math.Abs, slices.Max[[]int], sort.Ints, strconv.Itoa, strings.ToUpper}\n",
+		"seed_test.go": "package seed\n\nimport (\n\t\"reflect\"\n\t\"testing\"\n)\n\nfunc TestSeed(t *testing.T) { _ = reflect.DeepEqual(1, 1) }\n",
+	}
+	for n, c := range files {
+		if err := os.WriteFile(filepath.Join(mod, n), []byte(c), 0o644); err != nil {
+			return "", err
+		}
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(goroot, "bin", "go"), "test", "-json", "-count=1", "-vet=off", "-p", "1", "-run", "^TestSeed$", "./...")
+	cmd.Dir = mod
+	cmd.Env = append(goEnv(goroot), "GOCACHE="+cache, "HOME="+tmp)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("grade: warming the go build cache: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	if err := os.WriteFile(filepath.Join(cache, "README"), []byte("legorl grader: seed of the Go build cache\n"), 0o644); err != nil {
+		return "", err
+	}
+	if err := filepath.Walk(cache, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if fi.IsDir() {
+			return os.Chmod(p, 0o755)
+		}
+		return os.Chmod(p, 0o644)
+	}); err != nil {
+		return "", err
+	}
+	if err := os.Rename(cache, dir); err != nil {
+		if _, serr := os.Stat(filepath.Join(dir, "README")); serr != nil {
+			return "", fmt.Errorf("grade: %w", err)
+		}
+	}
+	g.goSeed = dir
+	return dir, nil
+}

@@ -1,0 +1,303 @@
+// Package builtin generates the built-in task suite: small real Python
+// (pytest) and Go (go test) repositories with one bug each, in bug
+// families (wrong operator, off by one, wrong constant, missing case, wrong
+// call; swapped arguments and negated condition held out whole), each
+// instance with a problem statement, hidden tests (test_patch) and a gold
+// patch. The suite is a pure function of (n, seed).
+package builtin
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/legorl/legorl/tasks"
+)
+
+// Options of Generate.
+type Options struct {
+	N    int    // instances. Defaults to 20.
+	Seed uint64 // the suite is a pure function of N and Seed. Defaults to 0.
+	// Languages to draw from: "python", "go". Defaults to both (two Python
+	// instances for each Go one).
+	Languages []string
+}
+
+// Family names in the order of the templates.
+func Families() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, t := range templates {
+		if !seen[t.family] {
+			seen[t.family] = true
+			out = append(out, t.family)
+		}
+	}
+	return out
+}
+
+var (
+	modules = []string{"inventory", "billing", "metrics", "shipping", "ledger", "planner", "catalog", "payroll", "scoring", "telemetry", "booking", "pricing"}
+	verbs   = []string{"compute", "get", "calc", "find", "eval", "resolve", "measure", "derive"}
+	nouns   = []string{"order", "invoice", "sensor", "ticket", "basket", "parcel", "budget", "route", "meter", "batch", "cargo", "token", "shelf", "grade", "quota", "fleet"}
+	fverbs  = []string{"bound", "count", "scale", "label", "clip", "tag", "weigh", "pack"}
+)
+
+// Generate writes the suite under out: out/tasks.jsonl and one git
+// repository per instance under out/repos/ID (its history is exactly the
+// base commit). It returns the instances.
+func Generate(ctx context.Context, out string, opt Options) ([]tasks.Instance, error) {
+	if opt.N <= 0 {
+		opt.N = 20
+	}
+	langs := opt.Languages
+	if len(langs) == 0 {
+		langs = []string{"python", "python", "go"}
+	}
+	for _, l := range langs {
+		if l != "python" && l != "go" {
+			return nil, fmt.Errorf("builtin: unknown language %q (want python or go)", l)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(out, "repos"), 0o755); err != nil {
+		return nil, fmt.Errorf("builtin: %w", err)
+	}
+	var ins []tasks.Instance
+	for i := range opt.N {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		in, err := generateOne(ctx, out, opt.Seed, i, langs)
+		if err != nil {
+			return nil, fmt.Errorf("builtin: instance %d: %w", i, err)
+		}
+		ins = append(ins, in)
+	}
+	f, err := os.Create(filepath.Join(out, "tasks.jsonl"))
+	if err != nil {
+		return nil, fmt.Errorf("builtin: %w", err)
+	}
+	if err := tasks.WriteJSONL(f, ins); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("builtin: %w", err)
+	}
+	return ins, nil
+}
+
+// Split returns the split of an instance: its family's if held out whole,
+// else held out for one id in five (by a hash of the id), else train.
+func Split(id, family string) string {
+	if HeldoutFamilies[family] {
+		return tasks.SplitHeldoutFamily
+	}
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	if h.Sum32()%5 == 0 {
+		return tasks.SplitHeldout
+	}
+	return tasks.SplitTrain
+}
+
+func camel(snake string) string {
+	var b strings.Builder
+	for _, p := range strings.Split(snake, "_") {
+		if p != "" {
+			b.WriteString(strings.ToUpper(p[:1]) + p[1:])
+		}
+	}
+	return b.String()
+}
+
+func generateOne(ctx context.Context, out string, seed uint64, i int, langs []string) (tasks.Instance, error) {
+	r := rand.New(rand.NewPCG(seed, uint64(i)))
+	tpl := templates[i%len(templates)]
+	lang := langs[r.IntN(len(langs))]
+	mod := modules[r.IntN(len(modules))]
+	used := map[string]bool{}
+	pick := func(vs []string) string {
+		for {
+			n := vs[r.IntN(len(vs))] + "_" + nouns[r.IntN(len(nouns))]
+			if !used[n] {
+				used[n] = true
+				return n
+			}
+		}
+	}
+	bug := tpl.gen(r, pick(verbs))
+	var fill []fn
+	for _, k := range r.Perm(len(fillers))[:2] {
+		fill = append(fill, fillers[k](r, pick(fverbs)))
+	}
+	id := fmt.Sprintf("builtin__%s-%d-%d", mod, seed, i)
+	var base, fixed, hidden tasks.Tree
+	var f2p, p2p []string
+	var statement string
+	switch lang {
+	case "python":
+		base, fixed, hidden, f2p, p2p, statement = renderPython(mod, bug, fill)
+	default:
+		base, fixed, hidden, f2p, p2p, statement = renderGo(mod, bug, fill)
+	}
+	gold, err := tasks.Diff(base, fixed)
+	if err != nil {
+		return tasks.Instance{}, err
+	}
+	testPatch, err := tasks.Diff(base, hidden)
+	if err != nil {
+		return tasks.Instance{}, err
+	}
+	dir := filepath.Join(out, "repos", id)
+	if err := os.RemoveAll(dir); err != nil {
+		return tasks.Instance{}, err
+	}
+	commit, err := tasks.CreateRepo(ctx, dir, base, "Initial version of "+mod)
+	if err != nil {
+		return tasks.Instance{}, err
+	}
+	return tasks.Instance{
+		InstanceID: id, Repo: "legorl-builtin/" + mod, BaseCommit: commit,
+		ProblemStatement: statement, FailToPass: f2p, PassToPass: p2p,
+		TestPatch: testPatch, Patch: gold, Version: "1",
+		Snapshot: "repos/" + id, Language: lang, Runner: map[string]string{"python": tasks.RunnerPytest, "go": tasks.RunnerGoTest}[lang],
+		Family: tpl.family, Split: Split(id, tpl.family),
+	}, nil
+}
+
+func renderPython(mod string, bug fn, fill []fn) (base, fixed, hidden tasks.Tree, f2p, p2p []string, statement string) {
+	src := func(buggy bool) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "\"\"\"The %s module.\"\"\"\n\n", mod)
+		pre := bug.pyPre
+		if buggy && bug.pyPreBug != "" {
+			pre = bug.pyPreBug
+		}
+		if pre != "" {
+			b.WriteString(pre + "\n")
+		}
+		for _, f := range fill {
+			b.WriteString(strings.ReplaceAll(f.py, "{f}", f.name) + "\n\n")
+		}
+		body := bug.py
+		if buggy && bug.pyBug != "" {
+			body = bug.pyBug
+		}
+		b.WriteString(strings.ReplaceAll(body, "{f}", bug.name))
+		return b.String()
+	}
+	testFn := func(name string, f fn, cases []tcase) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "\n\ndef %s():\n", name)
+		for _, c := range cases {
+			fmt.Fprintf(&b, "    assert %s.%s(%s) == %s\n", mod, f.name, args(pyLit, c.args), pyLit(c.want))
+		}
+		return b.String()
+	}
+	testFile := "tests/test_" + mod + ".py"
+	visible := "import " + mod + "\n"
+	for _, f := range fill {
+		visible += testFn("test_"+f.name, f, f.cases)
+		p2p = append(p2p, testFile+"::test_"+f.name)
+	}
+	if len(bug.visibleOK) > 0 {
+		visible += testFn("test_"+bug.name+"_basic", bug, bug.visibleOK)
+		p2p = append(p2p, testFile+"::test_"+bug.name+"_basic")
+	}
+	hiddenFile := visible + testFn("test_"+bug.name, bug, bug.cases)
+	f2p = []string{testFile + "::test_" + bug.name}
+	common := tasks.Tree{
+		"README.md":      {Data: []byte(fmt.Sprintf("# %s\n\nA small Python module. Run the tests with `python3 -m pytest`.\n", mod)), Mode: tasks.ModeFile},
+		"pyproject.toml": {Data: []byte(fmt.Sprintf("[project]\nname = %q\nversion = \"0.1.0\"\n\n[tool.pytest.ini_options]\npythonpath = [\".\"]\ntestpaths = [\"tests\"]\n", mod)), Mode: tasks.ModeFile},
+		testFile:         {Data: []byte(visible), Mode: tasks.ModeFile},
+	}
+	base, fixed, hidden = tasks.Tree{}, tasks.Tree{}, tasks.Tree{}
+	for p, f := range common {
+		base[p], fixed[p], hidden[p] = f, f, f
+	}
+	base[mod+".py"] = tasks.File{Data: []byte(src(true)), Mode: tasks.ModeFile}
+	hidden[mod+".py"] = base[mod+".py"]
+	fixed[mod+".py"] = tasks.File{Data: []byte(src(false)), Mode: tasks.ModeFile}
+	hidden[testFile] = tasks.File{Data: []byte(hiddenFile), Mode: tasks.ModeFile}
+	statement = fillStatement(bug, bug.name, fmt.Sprintf("%s(%s)", bug.name, args(pyLit, bug.cases[0].args)), pyLit(bug.cases[0].want)) +
+		fmt.Sprintf("\n\nThe function is in `%s.py`.", mod)
+	return
+}
+
+func renderGo(mod string, bug fn, fill []fn) (base, fixed, hidden tasks.Tree, f2p, p2p []string, statement string) {
+	src := func(buggy bool) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "// Package %s is a small example package.\npackage %s\n\n", mod, mod)
+		if len(bug.goImports) > 0 {
+			b.WriteString("import (\n")
+			for _, im := range bug.goImports {
+				fmt.Fprintf(&b, "\t%q\n", im)
+			}
+			b.WriteString(")\n\n")
+		}
+		pre := bug.goPre
+		if buggy && bug.goPreBug != "" {
+			pre = bug.goPreBug
+		}
+		if pre != "" {
+			b.WriteString(pre + "\n")
+		}
+		for _, f := range fill {
+			b.WriteString(strings.ReplaceAll(f.goSrc, "{F}", camel(f.name)) + "\n")
+		}
+		body := bug.goSrc
+		if buggy && bug.goBug != "" {
+			body = bug.goBug
+		}
+		b.WriteString(strings.ReplaceAll(body, "{F}", camel(bug.name)))
+		return b.String()
+	}
+	testFn := func(name string, f fn, cases []tcase) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "\nfunc %s(t *testing.T) {\n", name)
+		for _, c := range cases {
+			call := fmt.Sprintf("%s(%s)", camel(f.name), args(goLit, c.args))
+			fmt.Fprintf(&b, "\tif got := %s; got != %s {\n\t\tt.Errorf(\"%%s = %%v, want %%v\", %s, got, %s)\n\t}\n", call, goLit(c.want), strconv.Quote(call), goLit(c.want))
+		}
+		b.WriteString("}\n")
+		return b.String()
+	}
+	testFile := mod + "_test.go"
+	visible := "package " + mod + "\n\nimport \"testing\"\n"
+	for _, f := range fill {
+		visible += testFn("Test"+camel(f.name), f, f.cases)
+		p2p = append(p2p, "Test"+camel(f.name))
+	}
+	if len(bug.visibleOK) > 0 {
+		visible += testFn("Test"+camel(bug.name)+"Basic", bug, bug.visibleOK)
+		p2p = append(p2p, "Test"+camel(bug.name)+"Basic")
+	}
+	hiddenFile := visible + testFn("Test"+camel(bug.name), bug, bug.cases)
+	f2p = []string{"Test" + camel(bug.name)}
+	common := tasks.Tree{
+		"README.md": {Data: []byte(fmt.Sprintf("# %s\n\nA small Go package. Run the tests with `go test ./...`.\n", mod)), Mode: tasks.ModeFile},
+		"go.mod":    {Data: []byte(fmt.Sprintf("module example.com/%s\n\ngo 1.22\n", mod)), Mode: tasks.ModeFile},
+		testFile:    {Data: []byte(visible), Mode: tasks.ModeFile},
+	}
+	base, fixed, hidden = tasks.Tree{}, tasks.Tree{}, tasks.Tree{}
+	for p, f := range common {
+		base[p], fixed[p], hidden[p] = f, f, f
+	}
+	base[mod+".go"] = tasks.File{Data: []byte(src(true)), Mode: tasks.ModeFile}
+	hidden[mod+".go"] = base[mod+".go"]
+	fixed[mod+".go"] = tasks.File{Data: []byte(src(false)), Mode: tasks.ModeFile}
+	hidden[testFile] = tasks.File{Data: []byte(hiddenFile), Mode: tasks.ModeFile}
+	statement = fillStatement(bug, camel(bug.name), fmt.Sprintf("%s(%s)", camel(bug.name), args(goLit, bug.cases[0].args)), goLit(bug.cases[0].want)) +
+		fmt.Sprintf("\n\nThe function is in `%s.go`.", mod)
+	return
+}
+
+func fillStatement(bug fn, name, call, want string) string {
+	return strings.NewReplacer("{f}", name, "{call}", call, "{want}", want).Replace(bug.statement)
+}

@@ -1,0 +1,129 @@
+package builtin_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/legorl/legorl/tasks"
+	"github.com/legorl/legorl/tasks/builtin"
+)
+
+func TestGenerateIsDeterministic(t *testing.T) {
+	ctx := context.Background()
+	a, b := t.TempDir(), t.TempDir()
+	if _, err := builtin.Generate(ctx, a, builtin.Options{N: 8, Seed: 42}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := builtin.Generate(ctx, b, builtin.Options{N: 8, Seed: 42}); err != nil {
+		t.Fatal(err)
+	}
+	ja, _ := os.ReadFile(filepath.Join(a, "tasks.jsonl"))
+	jb, _ := os.ReadFile(filepath.Join(b, "tasks.jsonl"))
+	if len(ja) == 0 || !bytes.Equal(ja, jb) {
+		t.Fatal("same n and seed gave different suites")
+	}
+	c := t.TempDir()
+	if _, err := builtin.Generate(ctx, c, builtin.Options{N: 8, Seed: 43}); err != nil {
+		t.Fatal(err)
+	}
+	if jc, _ := os.ReadFile(filepath.Join(c, "tasks.jsonl")); bytes.Equal(ja, jc) {
+		t.Fatal("different seeds gave the same suite")
+	}
+}
+
+func TestGenerateFamiliesAndSplits(t *testing.T) {
+	dir := t.TempDir()
+	ins, err := builtin.Generate(context.Background(), dir, builtin.Options{N: 30, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := map[string]int{}
+	splits := map[string]int{}
+	langs := map[string]int{}
+	ids := map[string]bool{}
+	for _, in := range ins {
+		if err := in.Check(); err != nil {
+			t.Fatal(err)
+		}
+		if ids[in.InstanceID] {
+			t.Fatalf("duplicate id %s", in.InstanceID)
+		}
+		ids[in.InstanceID] = true
+		fams[in.Family]++
+		splits[in.Split]++
+		langs[in.Language]++
+		if builtin.HeldoutFamilies[in.Family] != (in.Split == tasks.SplitHeldoutFamily) {
+			t.Fatalf("%s: family %s in split %s", in.InstanceID, in.Family, in.Split)
+		}
+		if in.Split != builtin.Split(in.InstanceID, in.Family) {
+			t.Fatalf("%s: split is not a function of the id", in.InstanceID)
+		}
+		for _, secret := range []string{in.Patch, in.TestPatch} {
+			if strings.Contains(in.ProblemStatement, secret) {
+				t.Fatalf("%s: statement holds a patch", in.InstanceID)
+			}
+		}
+	}
+	if len(fams) != len(builtin.Families()) || len(fams) < 7 {
+		t.Fatalf("families %v", fams)
+	}
+	for _, s := range []string{tasks.SplitTrain, tasks.SplitHeldout, tasks.SplitHeldoutFamily} {
+		if splits[s] == 0 {
+			t.Fatalf("split %s empty: %v", s, splits)
+		}
+	}
+	if langs["python"] == 0 || langs["go"] == 0 {
+		t.Fatalf("languages %v", langs)
+	}
+}
+
+// Each repository's history is exactly its base commit: one commit, no
+// other refs, objects, remotes or reflogs, and no hidden test in the tree.
+func TestRepoHistoryIsBaseOnly(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ins, err := builtin.Generate(ctx, dir, builtin.Options{N: 4, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range ins {
+		repo := in.SnapshotDir(dir)
+		revs, err := tasks.Git(ctx, repo, nil, "rev-list", "--all")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.TrimSpace(string(revs)) != in.BaseCommit {
+			t.Fatalf("%s: history %q, want only %s", in.InstanceID, revs, in.BaseCommit)
+		}
+		reach, _ := tasks.Git(ctx, repo, nil, "rev-list", "--objects", "--all")
+		all, _ := tasks.Git(ctx, repo, nil, "cat-file", "--batch-all-objects", "--batch-check")
+		if a, r := strings.Count(string(all), "\n"), strings.Count(string(reach), "\n"); a != r {
+			t.Fatalf("%s: %d objects, %d reachable from base", in.InstanceID, a, r)
+		}
+		for _, p := range []string{".git/logs", ".git/hooks", ".git/FETCH_HEAD"} {
+			if _, err := os.Stat(filepath.Join(repo, p)); !os.IsNotExist(err) {
+				t.Fatalf("%s: %s present", in.InstanceID, p)
+			}
+		}
+		if cfg, _ := os.ReadFile(filepath.Join(repo, ".git/config")); strings.Contains(string(cfg), "remote") {
+			t.Fatalf("%s: remote in config", in.InstanceID)
+		}
+		tree, err := tasks.ReadTree(ctx, repo, in.BaseCommit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := in.FailToPass[0]
+		if i := strings.LastIndex(name, "::"); i >= 0 {
+			name = name[i+2:]
+		}
+		for p, f := range tree {
+			if strings.Contains(string(f.Data), name+"(") {
+				t.Fatalf("%s: hidden test %s is in %s at base", in.InstanceID, name, p)
+			}
+		}
+	}
+}
