@@ -16,7 +16,7 @@ TOKREF_STAMP      := tools/tokenizer-ref/node_modules/.legorl-installed
 FUZZTIME ?= 10s
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test build tools lint fuzz bench clean jinja-ref torch-ref pytest-ref docker-up docker-down
+.PHONY: help demo test build tools lint fuzz bench clean jinja-ref torch-ref pytest-ref docker-up docker-down bench-deps bench-sgemm bench-train
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_%/-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -33,6 +33,7 @@ test: tools lint ## the whole suite: installs and starts what it needs (versityg
 	scripts/docker/start-dockerd.sh >/dev/null
 	DOCKER_HOST=$(LEGORL_DOCKER_HOST) scripts/docker/base-image.sh
 	$(GO) test -count=1 -timeout 40m ./... ; rc=$$?; scripts/docker/stop-dockerd.sh; exit $$rc
+	$(GO) test -count=1 -tags purego ./policy/kernels
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
 
 # Every fuzz target, as package:target; each runs for FUZZTIME.
@@ -95,6 +96,18 @@ lint: ## gofmt and go vet
 
 bench: tools docker-up ## run the benchmarks (see docs/PERFORMANCE.md)
 	$(GO) test -run '^$$' -bench . -benchmem ./... ; rc=$$?; scripts/docker/stop-dockerd.sh; exit $$rc
+
+bench-deps: ## Debian packages for the PyTorch/OpenBLAS anchors in bench/
+	@dpkg -s python3-numpy python3-torch libopenblas0-pthread python3-threadpoolctl >/dev/null 2>&1 || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-numpy python3-torch libopenblas0-pthread python3-threadpoolctl)
+
+bench-sgemm: bench-deps ## Sgemm vs FMA peak, gonum, OpenBLAS and PyTorch, same run
+	$(GO) test -run '^$$' -bench 'FMAPeak|MicroKernel|Sgemm/.*/(legorl|gonum|kernel=avx2)/' -count 3 ./policy/kernels
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/sgemm_ref.py --count 3
+
+bench-train: bench-deps ## tiny-config training step: Go model vs PyTorch, same run
+	$(GO) test -run '^$$' -bench 'TrainStep$$|Logprobs$$' -benchtime 2x -count 3 -timeout 0 ./policy/model
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/tiny_train.py --count 3
 
 docker-up: ## start the private Docker Engine (.cache/docker) and build the sandbox base image
 	scripts/docker/start-dockerd.sh >/dev/null

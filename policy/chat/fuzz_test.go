@@ -85,9 +85,15 @@ func FuzzPyJSON(f *testing.F) {
 		if strings.Contains(out, "Infinity") && !strings.Contains(in, "Infinity") {
 			return // a float overflow prints as Python does, which is not JSON
 		}
-		var x, y any
-		if json.Unmarshal([]byte(in), &x) != nil || json.Unmarshal([]byte(out), &y) != nil {
+		if !json.Valid([]byte(out)) {
 			t.Fatalf("output %q of %q is not JSON", out, in)
+		}
+		var x, y any
+		if json.Unmarshal([]byte(in), &x) != nil {
+			return // valid JSON whose numbers overflow float64: nothing to compare in Go
+		}
+		if json.Unmarshal([]byte(out), &y) != nil {
+			t.Fatalf("output %q of %q does not decode", out, in)
 		}
 		if !reflect.DeepEqual(x, y) && strings.ToValidUTF8(in, "") == in {
 			t.Fatalf("value changed: %q -> %q", in, out)
