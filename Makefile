@@ -21,7 +21,7 @@ FUZZTIME ?= 10s
 help: ## list the targets
 	@grep -E '^[a-zA-Z_%/-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-8s %s\n", $$1, $$2}'
 
-demo: build ## run the main job on embedded defaults (today: the foundation demo on ./legorl-data)
+demo: build pytest-ref ## run the main job on embedded defaults (today: storage on synthetic rows, then real tasks graded in sandboxes)
 	$(BIN)/legorl demo --store file://./legorl-data
 
 # The docker sandbox tests use a private Docker Engine under .cache/docker

@@ -24,6 +24,7 @@ func runDemo(ctx context.Context, env *environ, args []string, stdout, stderr io
 	iters := fs.Int("iterations", 3, "iterations to write")
 	tasks := fs.Int("tasks", 8, "tasks per iteration")
 	group := fs.Int("group", 4, "rollouts per task")
+	gradeTasks := fs.Int("grade-tasks", 4, "built-in tasks to grade in sandboxes after the storage part; 0 skips it (it needs root, namespaces and python3-pytest)")
 	if err := parseFlags(fs, stderr, args); err != nil {
 		return err
 	}
@@ -33,13 +34,16 @@ func runDemo(ctx context.Context, env *environ, args []string, stdout, stderr io
 	if *iters < 1 || *tasks < 1 || *group < 1 || *iters > 1000 || *tasks > 10000 || *group > 1024 {
 		return fmt.Errorf("--iterations, --tasks and --group must be positive (at most 1000, 10000, 1024)")
 	}
+	if *gradeTasks < 0 || *gradeTasks > 100 {
+		return fmt.Errorf("--grade-tasks must be in [0, 100]")
+	}
 	st, err := sf.open(ctx, env, true)
 	if err != nil {
 		return err
 	}
 	p := func(format string, a ...any) { fmt.Fprintf(stdout, format+"\n", a...) }
-	p("legorl demo: the foundation layer end to end (schemas, Parquet, manifests, object store).")
-	p("  No model, sandbox, harness or trainer exists yet: the rows below are SYNTHETIC, made by schemas/synth.")
+	p("legorl demo, part 1: the storage layer end to end (schemas, Parquet, manifests, object store).")
+	p("  No engine, proxy, harness or trainer exists yet: the rows below are SYNTHETIC, made by schemas/synth.")
 	p("  store: %s   run: %s", st.URI(), *runID)
 
 	cfg := synth.Config{RunID: *runID, Seed: uint64(time.Now().UnixNano()), Iterations: *iters, Tasks: *tasks,
@@ -88,6 +92,9 @@ func runDemo(ctx context.Context, env *environ, args []string, stdout, stderr io
 		return err
 	}
 	p("  next: legorl export --store %s --run %s --table rollouts --format csv", sf.uri, *runID)
+	if *gradeTasks > 0 {
+		return demoGrading(ctx, *gradeTasks, stdout)
+	}
 	return nil
 }
 

@@ -62,6 +62,7 @@ func TestBadInputIsOneLineExit2(t *testing.T) {
 		{"run not in store", []string{"export", "--store", store, "--run", "nope", "--table", "steps"}, `run "nope" has no committed steps files`},
 		{"output folder missing", []string{"export", "--store", store, "--run", "nope", "--table", "steps", "--out", "/nonexistent/dir/x.jsonl"}, "no committed"},
 		{"demo bad size", []string{"demo", "--store", store, "--tasks", "0"}, "must be positive"},
+		{"demo bad grade count", []string{"demo", "--store", store, "--grade-tasks", "-1"}, "--grade-tasks must be in [0, 100]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -210,7 +211,7 @@ func TestDemoAndExportOnS3(t *testing.T) {
 		"LEGORL_S3_ENDPOINT": srv.URL, "AWS_ACCESS_KEY_ID": srv.AccessKey, "AWS_SECRET_ACCESS_KEY": srv.SecretKey,
 	})
 	uri := "s3://" + s3test.NewBucketName() + "/team/runs"
-	code, out, stderr := runCLI(t, env, "demo", "--store", uri, "--run", "s3demo", "--iterations", "2", "--tasks", "2", "--group", "2")
+	code, out, stderr := runCLI(t, env, "demo", "--store", uri, "--run", "s3demo", "--iterations", "2", "--tasks", "2", "--group", "2", "--grade-tasks", "0")
 	if code != 0 {
 		t.Fatalf("demo: exit %d: %s", code, stderr)
 	}
@@ -227,8 +228,23 @@ func TestDemoAndExportOnS3(t *testing.T) {
 		t.Fatalf("export: %d lines, want 4", n)
 	}
 	// Write-once: the same run id cannot be written twice.
-	code, _, stderr = runCLI(t, env, "demo", "--store", uri, "--run", "s3demo", "--iterations", "1", "--tasks", "1", "--group", "1")
+	code, _, stderr = runCLI(t, env, "demo", "--store", uri, "--run", "s3demo", "--iterations", "1", "--tasks", "1", "--group", "1", "--grade-tasks", "0")
 	if code != 2 || !strings.Contains(stderr, "already exists") {
 		t.Fatalf("rerun: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestDemoGradesRealTasks runs the demo's second part: built-in tasks graded
+// in local sandboxes, gold patches earning 1 and empty diffs 0.
+func TestDemoGradesRealTasks(t *testing.T) {
+	dir := t.TempDir()
+	code, out, stderr := runCLI(t, testEnv(nil), "demo", "--store", "file://"+dir, "--run", "g", "--iterations", "1", "--tasks", "1", "--group", "1", "--grade-tasks", "2")
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, stderr, out)
+	}
+	for _, want := range []string{"part 2: real tasks graded in real sandboxes", "gold patches earned 2/2, empty diffs 0/2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
 	}
 }
