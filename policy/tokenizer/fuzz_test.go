@@ -27,7 +27,15 @@ func FuzzEncodeDecode(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if string(back) != want {
+			got := string(back)
+			if special {
+				// Special tokens are split out before normalization (as Hugging
+				// Face does), so NFC applies per section: a combining mark right
+				// after "<|im_start|>" stays apart from its ">". The result is
+				// still canonically equivalent to the input.
+				got = norm.NFC.String(got)
+			}
+			if got != want {
 				t.Fatalf("special=%v: Decode(Encode(%q)) = %q, want %q", special, s, back, want)
 			}
 			d := tok.NewStreamDecoder()
@@ -39,7 +47,7 @@ func FuzzEncodeDecode(f *testing.F) {
 				}
 				b.WriteString(p)
 			}
-			if b.String()+d.Flush() != want {
+			if b.String()+d.Flush() != string(back) {
 				t.Fatalf("stream decoding of %q differs", s)
 			}
 		}
