@@ -44,7 +44,7 @@ FUZZ_TARGETS := ./storage:FuzzDecodeFile ./policy/chat:FuzzQwen3Parse ./policy/c
 	./policy/safetensors:FuzzParseHeader ./policy/model:FuzzParseConfig ./policy/kernels:FuzzSgemm \
 	./sandbox/docker:FuzzExtractTar ./tasks:FuzzParsePatch
 
-fuzz: ## run every fuzz target for FUZZTIME each (default 10s)
+fuzz: ## run every fuzz target for FUZZTIME each (default 20s)
 	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
 		echo "fuzz $$fn ($$pkg, $(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 100x $$pkg; done

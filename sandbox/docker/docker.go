@@ -47,8 +47,13 @@ const DefaultImage = "legorl/base:bookworm-1"
 const DefaultUser = "1000:1000"
 
 // LabelKey marks every container this package creates, so leftovers can be
-// found (and tests can prove there are none).
+// found (and tests can prove there are none). Its value is the creating
+// process's id (Owner), so a check for leftovers looks at its own process's
+// containers only: several processes (test binaries) may share one engine.
 const LabelKey = "io.legorl.sandbox"
+
+// Owner returns the value of LabelKey on the containers this process creates.
+func Owner() string { return strconv.Itoa(os.Getpid()) }
 
 // Sentinel errors.
 var (
@@ -206,7 +211,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		WorkingDir:      spec.WorkspaceDir,
 		Hostname:        "sandbox",
 		NetworkDisabled: false, // network mode none gives a private netns with loopback only
-		Labels:          map[string]string{LabelKey: "1"},
+		Labels:          map[string]string{LabelKey: Owner()},
 		StopTimeout:     new(int), // Close kills at once
 	}
 	host := &container.HostConfig{

@@ -98,7 +98,7 @@ func BenchmarkAnchorEngineRun(b *testing.B) {
 	for b.Loop() {
 		start := time.Now()
 		c, err := be.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-			Config:     &container.Config{Image: be.opts.Image, Cmd: []string{"true"}, Labels: map[string]string{LabelKey: "bench"}},
+			Config:     &container.Config{Image: be.opts.Image, Cmd: []string{"true"}, Labels: map[string]string{LabelKey: Owner()}},
 			HostConfig: &container.HostConfig{NetworkMode: "none"},
 		})
 		if err != nil {

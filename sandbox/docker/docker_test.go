@@ -570,7 +570,7 @@ func TestDefaultImageMatchesScript(t *testing.T) {
 func assertNoContainers(t *testing.T, b *Backend) {
 	t.Helper()
 	list, err := b.cli.ContainerList(context.Background(), client.ContainerListOptions{All: true,
-		Filters: make(client.Filters).Add("label", LabelKey)})
+		Filters: make(client.Filters).Add("label", LabelKey+"="+Owner())})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -585,7 +585,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if shared != nil {
 		list, err := shared.cli.ContainerList(context.Background(), client.ContainerListOptions{All: true,
-			Filters: make(client.Filters).Add("label", LabelKey)})
+			Filters: make(client.Filters).Add("label", LabelKey+"="+Owner())})
 		switch {
 		case err != nil:
 			fmt.Fprintf(os.Stderr, "docker: listing containers after the tests: %v\n", err)

@@ -25,7 +25,7 @@ func (b *Backend) seedFromImage(ctx context.Context, image, dir, dst string) err
 		Name: "legorl-seed-" + randomHex(8),
 		Config: &container.Config{
 			Image: image, Cmd: []string{"true"}, Entrypoint: []string{},
-			Labels: map[string]string{LabelKey: "seed"}, NetworkDisabled: true,
+			Labels: map[string]string{LabelKey: Owner()}, NetworkDisabled: true,
 		},
 		HostConfig: &container.HostConfig{NetworkMode: "none"},
 	})

@@ -44,7 +44,7 @@ func makeTestImage(t *testing.T, b *Backend) string {
 	ctx := context.Background()
 	ref := "legorl/test-seed:" + randomHex(4)
 	c, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Config: &container.Config{Image: b.opts.Image, Cmd: []string{"true"}, Labels: map[string]string{LabelKey: "test"}},
+		Config: &container.Config{Image: b.opts.Image, Cmd: []string{"true"}, Labels: map[string]string{LabelKey: Owner()}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -81,6 +81,10 @@ type Options struct {
 	Limits sandbox.Limits
 	// PatchLimits bound the agent's diff. Defaults to tasks.DefaultPatchLimits.
 	PatchLimits tasks.PatchLimits
+	// Image is the sandbox image (Spec.Image) for instances that name none;
+	// an instance's own Image wins. Backends without images (local) ignore
+	// it. Empty: the backend's default image.
+	Image string
 }
 
 // Grader grades diffs against tasks in a backend. It caches each task's
@@ -188,8 +192,12 @@ func (g *Grader) Grade(ctx context.Context, suiteDir string, inst *tasks.Instanc
 	if err := writeRunner(runner); err != nil {
 		return finish(sandbox.OutcomeEnvSetupFailed, err.Error())
 	}
+	image := inst.Image
+	if image == "" {
+		image = g.opts.Image
+	}
 	spec := sandbox.Spec{
-		Workspace: ws, WorkspaceDir: WorkspaceDir, Image: inst.Image, Limits: g.opts.Limits,
+		Workspace: ws, WorkspaceDir: WorkspaceDir, Image: image, Limits: g.opts.Limits,
 		Mounts: []sandbox.Mount{
 			{Source: results, Target: ResultsDir},
 			{Source: runner, Target: RunnerDir, ReadOnly: true},
@@ -199,6 +207,9 @@ func (g *Grader) Grade(ctx context.Context, suiteDir string, inst *tasks.Instanc
 	var stdout bytes.Buffer
 	switch inst.TestRunner() {
 	case tasks.RunnerGoTest:
+		// go test runs the toolchain at GoRoot inside the sandbox: the
+		// local backend shows the host's; an image needs its own there (the
+		// docker base image has none, so Go tasks grade on local).
 		seed, err := g.goCacheSeed(ctx)
 		if err != nil {
 			return finish(sandbox.OutcomeEnvSetupFailed, err.Error())

@@ -2,12 +2,17 @@ package grade_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/legorl/legorl/sandbox"
+	"github.com/legorl/legorl/sandbox/docker"
 	"github.com/legorl/legorl/sandbox/grade"
 	"github.com/legorl/legorl/sandbox/local"
 	"github.com/legorl/legorl/tasks"
@@ -21,12 +26,26 @@ var (
 	suiteIns  []tasks.Instance
 	suiteErr  error
 	graderMu  sync.Mutex
-	theGrader *grade.Grader
+	backends  = map[string]sandbox.Backend{}
+	backErrs  = map[string]error{}
+	graders   = map[string]*grade.Grader{}
 )
+
+// backendNames are the backends the Python grading and red-team tests run
+// on, as subtests. Go tasks are graded on local only: go test needs a Go
+// toolchain inside the sandbox, which the local backend shows from the
+// host's /usr and the docker base image (scripts/docker/base-image.sh)
+// does not have.
+var backendNames = []string{"local", "docker"}
 
 func TestMain(m *testing.M) {
 	local.Init()
 	code := m.Run()
+	for _, b := range backends {
+		if c, ok := b.(io.Closer); ok {
+			c.Close()
+		}
+	}
 	if suiteDir != "" {
 		os.RemoveAll(suiteDir)
 	}
@@ -34,6 +53,51 @@ func TestMain(m *testing.M) {
 }
 
 func backend() sandbox.Backend { return local.New(local.Options{}) }
+
+// backendFor returns the shared backend of that name, created once. The
+// docker one needs an engine with the base image, found through
+// LEGORL_DOCKER_HOST (and LEGORL_DOCKER_IMAGE, default docker.DefaultImage);
+// without it the test fails, as sandbox/docker's tests do.
+func backendFor(t testing.TB, name string) sandbox.Backend {
+	t.Helper()
+	graderMu.Lock()
+	defer graderMu.Unlock()
+	if b, ok := backends[name]; ok {
+		return b
+	}
+	if err, ok := backErrs[name]; ok {
+		t.Fatal(err)
+	}
+	var b sandbox.Backend
+	var err error
+	switch name {
+	case "local":
+		b = backend()
+	case "docker":
+		b, err = newDocker()
+	default:
+		err = fmt.Errorf("unknown backend %q", name)
+	}
+	if err != nil {
+		backErrs[name] = err
+		t.Fatal(err)
+	}
+	backends[name] = b
+	return b
+}
+
+func newDocker() (sandbox.Backend, error) {
+	host := os.Getenv("LEGORL_DOCKER_HOST")
+	if host == "" {
+		return nil, errors.New("LEGORL_DOCKER_HOST is not set: start an engine with scripts/docker/start-dockerd.sh " +
+			"and build the image with scripts/docker/base-image.sh (make test does both)")
+	}
+	b, err := docker.New(context.Background(), docker.Options{Host: host, Image: os.Getenv("LEGORL_DOCKER_IMAGE")})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
 
 // suite returns the shared generated suite: every template once, Python
 // and Go.
@@ -82,18 +146,29 @@ func pick(t testing.TB, lang, family string) *tasks.Instance {
 	return nil
 }
 
-func grader(t testing.TB) *grade.Grader {
+// grader returns the shared Grader over the local backend.
+func grader(t testing.TB) *grade.Grader { return graderFor(t, "local") }
+
+// graderFor returns the shared Grader over the named backend.
+func graderFor(t testing.TB, name string) *grade.Grader {
+	t.Helper()
+	b := backendFor(t, name)
 	graderMu.Lock()
 	defer graderMu.Unlock()
-	if theGrader == nil {
-		theGrader = grade.New(backend(), grade.Options{})
+	if graders[name] == nil {
+		graders[name] = grade.New(b, grade.Options{})
 	}
-	return theGrader
+	return graders[name]
 }
 
 func mustGrade(t *testing.T, in *tasks.Instance, diff string) grade.Grade {
 	t.Helper()
-	g, err := grader(t).Grade(context.Background(), "", in, diff)
+	return mustGradeWith(t, grader(t), in, diff)
+}
+
+func mustGradeWith(t *testing.T, gr *grade.Grader, in *tasks.Instance, diff string) grade.Grade {
+	t.Helper()
+	g, err := gr.Grade(context.Background(), "", in, diff)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,16 +177,59 @@ func mustGrade(t *testing.T, in *tasks.Instance, diff string) grade.Grade {
 }
 
 func TestGradeGoldAndBase(t *testing.T) {
-	for _, lang := range []string{"python", "go"} {
-		t.Run(lang, func(t *testing.T) {
-			in := pick(t, lang, "")
-			gold := mustGrade(t, in, in.Patch)
+	cases := []struct{ lang, backend string }{
+		{"python", "local"}, {"python", "docker"},
+		{"go", "local"}, // no Go toolchain in the docker base image
+	}
+	for _, c := range cases {
+		t.Run(c.lang+"/"+c.backend, func(t *testing.T) {
+			gr := graderFor(t, c.backend)
+			in := pick(t, c.lang, "")
+			gold := mustGradeWith(t, gr, in, in.Patch)
 			if gold.Reward != 1 || gold.Outcome != sandbox.OutcomeCompleted || len(gold.F2PPassed) != len(in.FailToPass) || len(gold.P2PPassed) != len(in.PassToPass) {
 				t.Fatalf("gold patch: %+v", gold)
 			}
-			base := mustGrade(t, in, "")
+			base := mustGradeWith(t, gr, in, "")
 			if base.Reward != 0 || base.Outcome != sandbox.OutcomeCompleted || len(base.F2PFailed) != len(in.FailToPass) || len(base.P2PPassed) != len(in.PassToPass) {
 				t.Fatalf("base: %+v", base)
+			}
+		})
+	}
+}
+
+// TestGradeImage checks that the grader passes the sandbox image to the
+// backend: the instance's Image, else Options.Image. An image the engine
+// lacks ends in env_setup_failed (docker never pulls).
+func TestGradeImage(t *testing.T) {
+	b := backendFor(t, "docker")
+	gold := pick(t, "python", "")
+	present := os.Getenv("LEGORL_DOCKER_IMAGE")
+	if present == "" {
+		present = docker.DefaultImage
+	}
+	cases := []struct {
+		name      string
+		instImage string
+		optImage  string
+		want      sandbox.Outcome
+	}{
+		{"instance image", "legorl/no-such-image:1", "", sandbox.OutcomeEnvSetupFailed},
+		{"option image", "", "legorl/no-such-image:2", sandbox.OutcomeEnvSetupFailed},
+		{"instance image wins", present, "legorl/no-such-image:3", sandbox.OutcomeCompleted},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := *gold
+			in.Image = c.instImage
+			g := mustGradeWith(t, grade.New(b, grade.Options{Image: c.optImage}), &in, in.Patch)
+			if g.Outcome != c.want {
+				t.Fatalf("outcome %s, want %s: %s", g.Outcome, c.want, g.Detail)
+			}
+			if c.want == sandbox.OutcomeEnvSetupFailed && !strings.Contains(g.Detail, "no-such-image") {
+				t.Fatalf("detail does not name the image: %s", g.Detail)
+			}
+			if c.want == sandbox.OutcomeCompleted && g.Reward != 1 {
+				t.Fatalf("gold patch in the named image: %+v", g)
 			}
 		})
 	}

@@ -1,8 +1,9 @@
 package grade_test
 
 // The red-team suite: each case runs a real attack, either as the agent's
-// diff (graded in a fresh local sandbox) or as commands inside the agent's
-// sandbox, and asserts the outcome: reward 0 where a reward is claimed
+// diff (graded in a fresh sandbox) or as commands inside the agent's
+// sandbox, on each backend of backendNames (Go cases on local only: the
+// docker base image has no Go toolchain), and asserts the outcome: reward 0 where a reward is claimed
 // (while the real fix, with the same attack, still gets 1), the typed
 // outcome, and nothing executed on the host.
 
@@ -187,16 +188,21 @@ func TestRedTeamPython(t *testing.T) {
 		{"symlinked test file", tg.base, map[string]string{tg.testFile: "->../forge_tests.py", "forge_tests.py": "def test_ok():\n    pass\n"}, 0, "touched_hidden_tests"},
 		{"fix with payload at import", tg.fixed, map[string]string{tg.mod: "try:\n    " + strings.TrimSpace(pyPayload) + "\nexcept Exception:\n    pass\n" + fixed}, 1, ""},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			g := mustGrade(t, tg.in, tg.diff(t, c.start, c.edits))
-			if g.Outcome != sandbox.OutcomeCompleted || g.Reward != c.want {
-				t.Fatalf("reward %v outcome %s, want %v completed: %s", g.Reward, g.Outcome, c.want, g.Detail)
+	for _, name := range backendNames {
+		t.Run(name, func(t *testing.T) {
+			gr := graderFor(t, name)
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					g := mustGradeWith(t, gr, tg.in, tg.diff(t, c.start, c.edits))
+					if g.Outcome != sandbox.OutcomeCompleted || g.Reward != c.want {
+						t.Fatalf("reward %v outcome %s, want %v completed: %s", g.Reward, g.Outcome, c.want, g.Detail)
+					}
+					if c.flag != "" && !hasFlag(g.Flags, c.flag) {
+						t.Fatalf("flags %v lack %s", g.Flags, c.flag)
+					}
+					tg.checkHost(t)
+				})
 			}
-			if c.flag != "" && !hasFlag(g.Flags, c.flag) {
-				t.Fatalf("flags %v lack %s", g.Flags, c.flag)
-			}
-			tg.checkHost(t)
 		})
 	}
 }
@@ -215,13 +221,18 @@ func TestRedTeamRefusedDiffs(t *testing.T) {
 		{"does not apply", "--- a/" + tg.mod + "\n+++ b/" + tg.mod + "\n@@ -1 +1 @@\n-this line is not there\n+x\n"},
 		{"path climbing out", "--- a/../../etc/passwd\n+++ b/../../etc/passwd\n@@ -1 +1 @@\n-root\n+owned\n"},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			g := mustGrade(t, tg.in, c.diff)
-			if g.Outcome != sandbox.OutcomePatchInvalid || g.Reward != 0 {
-				t.Fatalf("outcome %s reward %v, want patch_invalid 0", g.Outcome, g.Reward)
+	for _, name := range backendNames {
+		t.Run(name, func(t *testing.T) {
+			gr := graderFor(t, name)
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					g := mustGradeWith(t, gr, tg.in, c.diff)
+					if g.Outcome != sandbox.OutcomePatchInvalid || g.Reward != 0 {
+						t.Fatalf("outcome %s reward %v, want patch_invalid 0", g.Outcome, g.Reward)
+					}
+					tg.checkHost(t)
+				})
 			}
-			tg.checkHost(t)
 		})
 	}
 }
@@ -276,8 +287,9 @@ func hasFlag(flags []string, prefix string) bool {
 
 // agentSandbox prepares an agent workspace from a snapshot that, unlike the
 // built-in ones, holds the fix in a later commit, a tag and a remote (as a
-// full-history dataset snapshot does), and starts the agent's sandbox.
-func agentSandbox(t *testing.T, tg *target) (sandbox.Sandbox, string) {
+// full-history dataset snapshot does), and starts the agent's sandbox on
+// the named backend.
+func agentSandbox(t *testing.T, tg *target, backendName string) (sandbox.Sandbox, string) {
 	t.Helper()
 	ctx := context.Background()
 	snap := t.TempDir()
@@ -302,7 +314,7 @@ func agentSandbox(t *testing.T, tg *target) (sandbox.Sandbox, string) {
 	if f, err := grader(t).Scan(ctx, "", tg.in, ws); err != nil || len(f) > 0 {
 		t.Fatalf("prepared workspace leaks: %v %v", f, err)
 	}
-	sb, err := backend().Create(ctx, sandbox.Spec{Workspace: ws})
+	sb, err := backendFor(t, backendName).Create(ctx, sandbox.Spec{Workspace: ws})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,109 +341,114 @@ func TestRedTeamAgentSandbox(t *testing.T) {
 	}
 	testName := tg.in.FailToPass[0][strings.LastIndex(tg.in.FailToPass[0], "::")+2:]
 
-	t.Run("git history hunting", func(t *testing.T) {
-		sb, _ := agentSandbox(t, tg)
-		res := sh(t, sb, `git log --all --oneline; git reflog; cat .git/packed-refs; git tag; git remote -v; git fsck --lost-found --unreachable 2>&1;
-			for o in $(git cat-file --batch-all-objects --batch-check='%(objectname)'); do git cat-file -p $o; done; cat .git/FETCH_HEAD .git/ORIG_HEAD 2>&1; ls -R .git`)
-		out := string(res.Stdout) + string(res.Stderr)
-		for _, secret := range []string{"future-secret-7c1", "v-fixed", "leak-remote", fixLine, testName + "("} {
-			if strings.Contains(out, secret) {
-				t.Fatalf("the agent found %q:\n%s", secret, out)
-			}
-		}
-	})
-	t.Run("filesystem search for hidden tests", func(t *testing.T) {
-		sb, _ := agentSandbox(t, tg)
-		res := sh(t, sb, `find / -xdev \( -path /proc -o -path /sys -o -path /usr -o -path /lib -o -path /lib64 -o -path /bin -o -path /sbin \) -prune -o \( -name 'tasks.jsonl' -o -name '*.parquet' -o -name 'run_pytest.py' \) -print 2>/dev/null;
-			grep -rl --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr --exclude-dir=lib --exclude-dir=lib64 --exclude-dir=bin --exclude-dir=sbin -e 'def `+testName+`(' -e 'future-secret-7c1' / 2>/dev/null; echo done`)
-		if out := strings.TrimSpace(string(res.Stdout)); out != "done" {
-			t.Fatalf("the agent found files:\n%s", out)
-		}
-	})
-	t.Run("daemon left running", func(t *testing.T) {
-		sb, _ := agentSandbox(t, tg)
-		// The agent writes the real fix, then leaves a daemon that keeps
-		// rewriting the tests (and tries the grader's folders) while the
-		// diff is taken and graded.
-		res, err := sb.Exec(context.Background(), sandbox.Cmd{Args: []string{"sh", "-c", "cat > " + tg.mod}, Stdin: strings.NewReader(string(tg.fixed[tg.mod].Data))})
-		if err != nil || res.ExitCode != 0 {
-			t.Fatalf("%v %s", err, res.Stderr)
-		}
-		res = sh(t, sb, `nohup sh -c 'i=0; while true; do i=$((i+1)); echo $i > /workspace/daemon.tick; printf "def test_x():\n    pass\n" > /workspace/`+tg.testFile+`; echo forged > /legorl/results/junit.xml 2>/dev/null; sleep 0.05; done' >/dev/null 2>&1 &
-			sleep 0.3; echo started`)
-		if !strings.Contains(string(res.Stdout), "started") {
-			t.Fatalf("daemon did not start: %s", res.Stderr)
-		}
-		hostWS := sb.HostWorkspace()
-		before, _ := os.ReadFile(filepath.Join(hostWS, "daemon.tick"))
-		time.Sleep(300 * time.Millisecond)
-		after, _ := os.ReadFile(filepath.Join(hostWS, "daemon.tick"))
-		if string(before) != string(after) {
-			t.Logf("note: the daemon outlived the agent's command (tick %q then %q); grading must not depend on it being dead", before, after)
-		}
-		d, err := grade.TakeDiff(tg.base, hostWS, grade.DiffLimits{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		g := mustGrade(t, tg.in, d)
-		if g.Reward != 1 || g.Outcome != sandbox.OutcomeCompleted || !hasFlag(g.Flags, "touched_hidden_tests") {
-			t.Fatalf("the real fix with a tampering daemon: %+v", g)
-		}
-		// Without the fix, the same daemon gets nothing.
-		base := tg.diff(t, tg.base, map[string]string{tg.testFile: "def test_x():\n    pass\n", "daemon.tick": "1\n"})
-		if g := mustGrade(t, tg.in, base); g.Reward != 0 || g.Outcome != sandbox.OutcomeCompleted {
-			t.Fatalf("tampering without the fix: %+v", g)
-		}
-		tg.checkHost(t)
-	})
-	t.Run("planted fsmonitor and hooks", func(t *testing.T) {
-		sb, _ := agentSandbox(t, tg)
-		res := sh(t, sb, `git config core.fsmonitor "touch `+tg.hostMarker+`"; git config core.pager "touch `+tg.hostMarker+`";
-			mkdir -p .git/hooks; for h in pre-commit post-checkout post-index-change reference-transaction; do printf '#!/bin/sh\ntouch `+tg.hostMarker+`\n' > .git/hooks/$h; chmod +x .git/hooks/$h; done
-			printf '* filter=evil\n' > .gitattributes; git config filter.evil.clean "touch `+tg.hostMarker+`"; echo ok`)
-		if !strings.Contains(string(res.Stdout), "ok") {
-			t.Fatalf("setup failed: %s", res.Stderr)
-		}
-		d, err := grade.TakeDiff(tg.base, sb.HostWorkspace(), grade.DiffLimits{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.Contains(d, ".git/") {
-			t.Fatalf("diff reaches into .git:\n%s", d)
-		}
-		g := mustGrade(t, tg.in, d)
-		if g.Reward != 0 {
-			t.Fatalf("grade %+v", g)
-		}
-		tg.checkHost(t)
-	})
-	t.Run("symlinks out of the workspace", func(t *testing.T) {
-		sb, _ := agentSandbox(t, tg)
-		for _, target := range []string{"/etc/shadow", "../../../../etc/passwd", "/legorl/results"} {
-			sh(t, sb, "rm -f leak; ln -s "+target+" leak")
-			_, err := grade.TakeDiff(tg.base, sb.HostWorkspace(), grade.DiffLimits{})
-			if !errors.Is(err, tasks.ErrPatchSymlink) {
-				t.Fatalf("symlink to %s: %v", target, err)
-			}
-		}
-		sh(t, sb, "rm -f leak; mkfifo pipe")
-		if _, err := grade.TakeDiff(tg.base, sb.HostWorkspace(), grade.DiffLimits{}); !errors.Is(err, grade.ErrSpecialFile) {
-			t.Fatalf("fifo: %v", err)
-		}
-	})
-	t.Run("the real fix through the sandbox", func(t *testing.T) {
-		sb, _ := agentSandbox(t, tg)
-		res, err := sb.Exec(context.Background(), sandbox.Cmd{Args: []string{"sh", "-c", "cat > " + tg.mod}, Stdin: strings.NewReader(string(tg.fixed[tg.mod].Data))})
-		if err != nil || res.ExitCode != 0 {
-			t.Fatalf("%v %s", err, res.Stderr)
-		}
-		sh(t, sb, "python3 -m pytest -q >/dev/null 2>&1; true") // leaves caches behind
-		d, err := grade.TakeDiff(tg.base, sb.HostWorkspace(), grade.DiffLimits{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if g := mustGrade(t, tg.in, d); g.Reward != 1 {
-			t.Fatalf("grade %+v\n%s", g, d)
-		}
-	})
+	for _, name := range backendNames {
+		t.Run(name, func(t *testing.T) {
+			gr := graderFor(t, name)
+			t.Run("git history hunting", func(t *testing.T) {
+				sb, _ := agentSandbox(t, tg, name)
+				res := sh(t, sb, `git log --all --oneline; git reflog; cat .git/packed-refs; git tag; git remote -v; git fsck --lost-found --unreachable 2>&1;
+				for o in $(git cat-file --batch-all-objects --batch-check='%(objectname)'); do git cat-file -p $o; done; cat .git/FETCH_HEAD .git/ORIG_HEAD 2>&1; ls -R .git`)
+				out := string(res.Stdout) + string(res.Stderr)
+				for _, secret := range []string{"future-secret-7c1", "v-fixed", "leak-remote", fixLine, testName + "("} {
+					if strings.Contains(out, secret) {
+						t.Fatalf("the agent found %q:\n%s", secret, out)
+					}
+				}
+			})
+			t.Run("filesystem search for hidden tests", func(t *testing.T) {
+				sb, _ := agentSandbox(t, tg, name)
+				res := sh(t, sb, `find / -xdev \( -path /proc -o -path /sys -o -path /usr -o -path /lib -o -path /lib64 -o -path /bin -o -path /sbin \) -prune -o \( -name 'tasks.jsonl' -o -name '*.parquet' -o -name 'run_pytest.py' \) -print 2>/dev/null;
+				grep -rl --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr --exclude-dir=lib --exclude-dir=lib64 --exclude-dir=bin --exclude-dir=sbin -e 'def `+testName+`(' -e 'future-secret-7c1' / 2>/dev/null; echo done`)
+				if out := strings.TrimSpace(string(res.Stdout)); out != "done" {
+					t.Fatalf("the agent found files:\n%s", out)
+				}
+			})
+			t.Run("daemon left running", func(t *testing.T) {
+				sb, _ := agentSandbox(t, tg, name)
+				// The agent writes the real fix, then leaves a daemon that keeps
+				// rewriting the tests (and tries the grader's folders) while the
+				// diff is taken and graded.
+				res, err := sb.Exec(context.Background(), sandbox.Cmd{Args: []string{"sh", "-c", "cat > " + tg.mod}, Stdin: strings.NewReader(string(tg.fixed[tg.mod].Data))})
+				if err != nil || res.ExitCode != 0 {
+					t.Fatalf("%v %s", err, res.Stderr)
+				}
+				res = sh(t, sb, `nohup sh -c 'i=0; while true; do i=$((i+1)); echo $i > /workspace/daemon.tick; printf "def test_x():\n    pass\n" > /workspace/`+tg.testFile+`; echo forged > /legorl/results/junit.xml 2>/dev/null; sleep 0.05; done' >/dev/null 2>&1 &
+				sleep 0.3; echo started`)
+				if !strings.Contains(string(res.Stdout), "started") {
+					t.Fatalf("daemon did not start: %s", res.Stderr)
+				}
+				hostWS := sb.HostWorkspace()
+				before, _ := os.ReadFile(filepath.Join(hostWS, "daemon.tick"))
+				time.Sleep(300 * time.Millisecond)
+				after, _ := os.ReadFile(filepath.Join(hostWS, "daemon.tick"))
+				if string(before) != string(after) {
+					t.Logf("note: the daemon outlived the agent's command (tick %q then %q); grading must not depend on it being dead", before, after)
+				}
+				d, err := grade.TakeDiff(tg.base, hostWS, grade.DiffLimits{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				g := mustGradeWith(t, gr, tg.in, d)
+				if g.Reward != 1 || g.Outcome != sandbox.OutcomeCompleted || !hasFlag(g.Flags, "touched_hidden_tests") {
+					t.Fatalf("the real fix with a tampering daemon: %+v", g)
+				}
+				// Without the fix, the same daemon gets nothing.
+				base := tg.diff(t, tg.base, map[string]string{tg.testFile: "def test_x():\n    pass\n", "daemon.tick": "1\n"})
+				if g := mustGradeWith(t, gr, tg.in, base); g.Reward != 0 || g.Outcome != sandbox.OutcomeCompleted {
+					t.Fatalf("tampering without the fix: %+v", g)
+				}
+				tg.checkHost(t)
+			})
+			t.Run("planted fsmonitor and hooks", func(t *testing.T) {
+				sb, _ := agentSandbox(t, tg, name)
+				res := sh(t, sb, `git config core.fsmonitor "touch `+tg.hostMarker+`"; git config core.pager "touch `+tg.hostMarker+`";
+				mkdir -p .git/hooks; for h in pre-commit post-checkout post-index-change reference-transaction; do printf '#!/bin/sh\ntouch `+tg.hostMarker+`\n' > .git/hooks/$h; chmod +x .git/hooks/$h; done
+				printf '* filter=evil\n' > .gitattributes; git config filter.evil.clean "touch `+tg.hostMarker+`"; echo ok`)
+				if !strings.Contains(string(res.Stdout), "ok") {
+					t.Fatalf("setup failed: %s", res.Stderr)
+				}
+				d, err := grade.TakeDiff(tg.base, sb.HostWorkspace(), grade.DiffLimits{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(d, ".git/") {
+					t.Fatalf("diff reaches into .git:\n%s", d)
+				}
+				g := mustGradeWith(t, gr, tg.in, d)
+				if g.Reward != 0 {
+					t.Fatalf("grade %+v", g)
+				}
+				tg.checkHost(t)
+			})
+			t.Run("symlinks out of the workspace", func(t *testing.T) {
+				sb, _ := agentSandbox(t, tg, name)
+				for _, target := range []string{"/etc/shadow", "../../../../etc/passwd", "/legorl/results"} {
+					sh(t, sb, "rm -f leak; ln -s "+target+" leak")
+					_, err := grade.TakeDiff(tg.base, sb.HostWorkspace(), grade.DiffLimits{})
+					if !errors.Is(err, tasks.ErrPatchSymlink) {
+						t.Fatalf("symlink to %s: %v", target, err)
+					}
+				}
+				sh(t, sb, "rm -f leak; mkfifo pipe")
+				if _, err := grade.TakeDiff(tg.base, sb.HostWorkspace(), grade.DiffLimits{}); !errors.Is(err, grade.ErrSpecialFile) {
+					t.Fatalf("fifo: %v", err)
+				}
+			})
+			t.Run("the real fix through the sandbox", func(t *testing.T) {
+				sb, _ := agentSandbox(t, tg, name)
+				res, err := sb.Exec(context.Background(), sandbox.Cmd{Args: []string{"sh", "-c", "cat > " + tg.mod}, Stdin: strings.NewReader(string(tg.fixed[tg.mod].Data))})
+				if err != nil || res.ExitCode != 0 {
+					t.Fatalf("%v %s", err, res.Stderr)
+				}
+				sh(t, sb, "python3 -m pytest -q >/dev/null 2>&1; true") // leaves caches behind
+				d, err := grade.TakeDiff(tg.base, sb.HostWorkspace(), grade.DiffLimits{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if g := mustGradeWith(t, gr, tg.in, d); g.Reward != 1 {
+					t.Fatalf("grade %+v\n%s", g, d)
+				}
+			})
+		})
+	}
 }
