@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/moby/moby/client"
+
 	"github.com/legorl/legorl/sandbox"
 	"github.com/legorl/legorl/sandbox/docker"
 	"github.com/legorl/legorl/sandbox/grade"
@@ -41,6 +43,9 @@ var backendNames = []string{"local", "docker"}
 func TestMain(m *testing.M) {
 	local.Init()
 	code := m.Run()
+	if _, ok := backends["docker"]; ok && leftContainers() {
+		code = 1
+	}
 	for _, b := range backends {
 		if c, ok := b.(io.Closer); ok {
 			c.Close()
@@ -84,6 +89,27 @@ func backendFor(t testing.TB, name string) sandbox.Backend {
 	}
 	backends[name] = b
 	return b
+}
+
+// leftContainers reports (on stderr) any sandbox container this process
+// left on the engine: every grade must remove its own.
+func leftContainers() bool {
+	cli, err := client.New(client.WithHost(os.Getenv("LEGORL_DOCKER_HOST")), client.WithAPIVersionNegotiation())
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "grade: docker client: %v\n", err)
+		return true
+	}
+	defer cli.Close()
+	list, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true,
+		Filters: make(client.Filters).Add("label", docker.LabelKey+"="+docker.Owner())})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "grade: listing containers after the tests: %v\n", err)
+		return true
+	}
+	for _, c := range list.Items {
+		fmt.Fprintf(os.Stderr, "grade: container %s %v left behind by the tests\n", c.ID[:12], c.Names)
+	}
+	return len(list.Items) > 0
 }
 
 func newDocker() (sandbox.Backend, error) {
