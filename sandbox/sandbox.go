@@ -74,6 +74,34 @@ type Spec struct {
 	Limits Limits
 }
 
+// WithDefaults returns the spec with every zero field set to its documented
+// default (WorkspaceDir and each field of Limits). Backends call it first.
+func (s Spec) WithDefaults() Spec {
+	if s.WorkspaceDir == "" {
+		s.WorkspaceDir = "/workspace"
+	}
+	l := &s.Limits
+	if l.MemoryBytes <= 0 {
+		l.MemoryBytes = 2 << 30
+	}
+	if l.Pids <= 0 {
+		l.Pids = 256
+	}
+	if l.CPUs <= 0 {
+		l.CPUs = 1
+	}
+	if l.TmpBytes <= 0 {
+		l.TmpBytes = 256 << 20
+	}
+	if l.OutputBytes <= 0 {
+		l.OutputBytes = 1 << 20
+	}
+	if l.Timeout <= 0 {
+		l.Timeout = 10 * time.Minute
+	}
+	return s
+}
+
 // Mount shows a host folder inside the sandbox.
 type Mount struct {
 	Source   string // host path

@@ -54,14 +54,16 @@ func checkArgs(transA, transB bool, m, n, k int, a []float32, lda int, b []float
 	need("c", c, m, n, ldc)
 }
 
-// sgemmRef is the naive reference: one dot product per element of C, in
-// the order of the definition. Faster variants are tested against it.
-func sgemmRef(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+// Ref is the naive reference GEMM in either precision: one dot product per
+// element of C, in the order of the definition, with Sgemm's arguments and
+// semantics. Sgemm is tested against Ref[float32]; the model's float64
+// gradient checks use Ref[float64].
+func Ref[T float32 | float64](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
 	for i := 0; i < m; i++ {
 		for j := 0; j < n; j++ {
-			var sum float32
+			var sum T
 			for p := 0; p < k; p++ {
-				var av, bv float32
+				var av, bv T
 				if transA {
 					av = a[p*lda+i]
 				} else {
@@ -81,4 +83,9 @@ func sgemmRef(transA, transB bool, m, n, k int, alpha float32, a []float32, lda 
 			}
 		}
 	}
+}
+
+// sgemmRef is Ref in float32.
+func sgemmRef(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	Ref(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }

@@ -146,7 +146,8 @@ func (b *Backend) Close() error { return b.cli.Close() }
 // own spec.WorkspaceDir (empty if the image has none): image-based tasks
 // keep their repository in the image. Errors wrap sandbox.ErrSetup.
 func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	spec, lim := withDefaults(spec)
+	spec = spec.WithDefaults()
+	lim := spec.Limits
 	image := spec.Image
 	if image == "" {
 		image = b.opts.Image
@@ -262,34 +263,6 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	}
 	ok = true
 	return s, nil
-}
-
-// withDefaults fills the zero fields of spec and its limits.
-func withDefaults(spec sandbox.Spec) (sandbox.Spec, sandbox.Limits) {
-	if spec.WorkspaceDir == "" {
-		spec.WorkspaceDir = "/workspace"
-	}
-	l := spec.Limits
-	if l.MemoryBytes <= 0 {
-		l.MemoryBytes = 2 << 30
-	}
-	if l.Pids <= 0 {
-		l.Pids = 256
-	}
-	if l.CPUs <= 0 {
-		l.CPUs = 1
-	}
-	if l.TmpBytes <= 0 {
-		l.TmpBytes = 256 << 20
-	}
-	if l.OutputBytes <= 0 {
-		l.OutputBytes = 1 << 20
-	}
-	if l.Timeout <= 0 {
-		l.Timeout = 10 * time.Minute
-	}
-	spec.Limits = l
-	return spec, l
 }
 
 // baseEnv is the minimal environment plus extra (later entries win).

@@ -100,9 +100,7 @@ const maxMounts = 15
 
 // normalize checks a spec and fills its defaults.
 func normalize(spec sandbox.Spec) (sandbox.Spec, error) {
-	if spec.WorkspaceDir == "" {
-		spec.WorkspaceDir = "/workspace"
-	}
+	spec = spec.WithDefaults()
 	if !filepath.IsAbs(spec.WorkspaceDir) || filepath.Clean(spec.WorkspaceDir) == "/" {
 		return spec, fmt.Errorf("%w: local: workspace dir %q must be an absolute path below /", sandbox.ErrSetup, spec.WorkspaceDir)
 	}
@@ -126,25 +124,6 @@ func normalize(spec sandbox.Spec) (sandbox.Spec, error) {
 		if _, err := os.Stat(m.Source); err != nil {
 			return spec, setupErr("mount", err)
 		}
-	}
-	l := &spec.Limits
-	if l.MemoryBytes <= 0 {
-		l.MemoryBytes = 2 << 30
-	}
-	if l.Pids <= 0 {
-		l.Pids = 256
-	}
-	if l.CPUs <= 0 {
-		l.CPUs = 1
-	}
-	if l.TmpBytes <= 0 {
-		l.TmpBytes = 256 << 20
-	}
-	if l.OutputBytes <= 0 {
-		l.OutputBytes = 1 << 20
-	}
-	if l.Timeout <= 0 {
-		l.Timeout = 10 * time.Minute
 	}
 	return spec, nil
 }
