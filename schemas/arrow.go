@@ -37,7 +37,8 @@ func ArrowSchema(t Table) (*arrow.Schema, error) {
 			col("logprobs", list(arrow.PrimitiveTypes.Float32)),
 			col("routing_experts", list(arrow.PrimitiveTypes.Int16)),
 			col("routing_layers", i32), col("routing_top_k", i32),
-			col("policy_version", i64), col("finish_reason", utf8),
+			col("policy_version", i64), col("policy_versions", list(i64)),
+			col("finish_reason", utf8),
 			col("temperature", arrow.PrimitiveTypes.Float32),
 			col("top_p", arrow.PrimitiveTypes.Float32), col("top_k", i32),
 		}

@@ -18,4 +18,6 @@ package schemas
 
 // Version is the schema version written into every file's footer. Bump it on
 // any change to a row type; readers refuse files from a newer version.
-const Version = 1
+// History: 2 added segments.policy_versions (one version per completion
+// token, for generations that span a checkpoint swap).
+const Version = 2

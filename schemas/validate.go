@@ -18,6 +18,7 @@ var (
 	ErrReward             = errors.New("schemas: reward out of range")
 	ErrNegativeCount      = errors.New("schemas: negative count")
 	ErrLogprobLength      = errors.New("schemas: logprobs and completion lengths differ")
+	ErrVersionLength      = errors.New("schemas: policy_versions and completion lengths differ")
 	ErrLossMaskLength     = errors.New("schemas: loss mask and completion lengths differ")
 	ErrLossMaskValue      = errors.New("schemas: loss mask value is not 0 or 1")
 	ErrNonFiniteLogprob   = errors.New("schemas: logprob is NaN or Inf")
@@ -67,8 +68,8 @@ func (r *Rollout) Validate() error {
 }
 
 // Validate checks a segment row against a vocabulary of vocabSize tokens:
-// every token id in [0, vocabSize), one logprob and one loss-mask value per
-// completion token, finite non-positive logprobs, mask values 0 or 1, and a
+// every token id in [0, vocabSize), one logprob, one loss-mask value and one policy
+// version per completion token, finite non-positive logprobs, mask values 0 or 1, and a
 // routing list of exactly tokens x layers x k expert ids.
 func (s *Segment) Validate(vocabSize int) error {
 	where := fmt.Sprintf("segment %s/%d", s.RolloutID, s.SegmentIndex)
@@ -84,6 +85,9 @@ func (s *Segment) Validate(vocabSize int) error {
 	}
 	if len(s.LossMask) != n {
 		return fmt.Errorf("%w: %s: %d mask values, %d completion tokens", ErrLossMaskLength, where, len(s.LossMask), n)
+	}
+	if len(s.PolicyVersions) != n {
+		return fmt.Errorf("%w: %s: %d policy versions, %d completion tokens", ErrVersionLength, where, len(s.PolicyVersions), n)
 	}
 	if err := checkTokens(where, "prompt", s.PromptTokenIDs, vocabSize); err != nil {
 		return err

@@ -17,6 +17,7 @@ func goodSegment() schemas.Segment {
 		PromptTokenIDs:     []int32{1, 2, 3},
 		CompletionTokenIDs: []int32{4, 5, 6, 7},
 		LossMask:           []int8{1, 1, 0, 1},
+		PolicyVersions:     []int64{3, 3, 0, 4},
 		Logprobs:           []float32{-0.5, -0.01, 0, -2},
 		RoutingExperts:     make([]int16, 7*2*2), // 7 tokens x 2 layers x top-2
 		RoutingLayers:      2, RoutingTopK: 2,
@@ -43,6 +44,7 @@ func TestSegmentValidate(t *testing.T) {
 		{"completion token > vocab", func(s *schemas.Segment) { s.CompletionTokenIDs[2] = vocab + 7 }, schemas.ErrTokenRange},
 		{"loss mask short", func(s *schemas.Segment) { s.LossMask = s.LossMask[:2] }, schemas.ErrLossMaskLength},
 		{"loss mask value 2", func(s *schemas.Segment) { s.LossMask[0] = 2 }, schemas.ErrLossMaskValue},
+		{"policy versions short", func(s *schemas.Segment) { s.PolicyVersions = s.PolicyVersions[:3] }, schemas.ErrVersionLength},
 		{"routing too short", func(s *schemas.Segment) { s.RoutingExperts = s.RoutingExperts[:27] }, schemas.ErrRoutingShape},
 		{"routing without shape", func(s *schemas.Segment) { s.RoutingLayers = 0 }, schemas.ErrRoutingShape},
 		{"negative expert", func(s *schemas.Segment) { s.RoutingExperts[5] = -3 }, schemas.ErrRoutingShape},

@@ -122,6 +122,7 @@ type segmentNoSplit struct {
 	RoutingLayers      int32     `parquet:"routing_layers"`
 	RoutingTopK        int32     `parquet:"routing_top_k"`
 	PolicyVersion      int64     `parquet:"policy_version"`
+	PolicyVersions     []int64   `parquet:"policy_versions,list" parquet-element:",dict"`
 	FinishReason       string    `parquet:"finish_reason"`
 	Temperature        float32   `parquet:"temperature"`
 	TopP               float32   `parquet:"top_p"`
@@ -162,6 +163,7 @@ type segmentDictRouting struct {
 	RoutingLayers      int32     `parquet:"routing_layers"`
 	RoutingTopK        int32     `parquet:"routing_top_k"`
 	PolicyVersion      int64     `parquet:"policy_version"`
+	PolicyVersions     []int64   `parquet:"policy_versions,list" parquet-element:",dict"`
 	FinishReason       string    `parquet:"finish_reason"`
 	Temperature        float32   `parquet:"temperature"`
 	TopP               float32   `parquet:"top_p"`

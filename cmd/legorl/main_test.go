@@ -99,7 +99,7 @@ func TestRealBinaryExitCode(t *testing.T) {
 
 func TestVersion(t *testing.T) {
 	code, out, _ := runCLI(t, testEnv(nil), "version")
-	if code != 0 || !strings.HasPrefix(out, "legorl dev (schema 1,") {
+	if code != 0 || !strings.HasPrefix(out, "legorl dev (schema 2,") {
 		t.Fatalf("exit %d, out %q", code, out)
 	}
 	if code, _, _ := runCLI(t, testEnv(nil), "version", "-h"); code != 0 {

@@ -156,12 +156,14 @@ func segment(c Config, rng *rand.Rand, r schemas.Rollout) schemas.Segment {
 	s.CompletionTokenIDs = make([]int32, 0, n)
 	s.LossMask = make([]int8, 0, n)
 	s.Logprobs = make([]float32, 0, n)
+	s.PolicyVersions = make([]int64, 0, n)
 	for turn := 0; turn < c.Turns; turn++ {
 		if turn > 0 {
 			for i := 0; i < c.ObsTokens; i++ {
 				s.CompletionTokenIDs = append(s.CompletionTokenIDs, tok())
 				s.LossMask = append(s.LossMask, 0)
 				s.Logprobs = append(s.Logprobs, 0)
+				s.PolicyVersions = append(s.PolicyVersions, 0)
 			}
 		}
 		for i := 0; i < c.TurnTokens; i++ {
@@ -169,6 +171,7 @@ func segment(c Config, rng *rand.Rand, r schemas.Rollout) schemas.Segment {
 			s.LossMask = append(s.LossMask, 1)
 			// Peaked like a real policy: most tokens near 0, a long tail.
 			s.Logprobs = append(s.Logprobs, -float32(rng.ExpFloat64()*0.4))
+			s.PolicyVersions = append(s.PolicyVersions, s.PolicyVersion)
 		}
 	}
 	if c.MoELayers > 0 {
