@@ -24,9 +24,10 @@ var (
 // temperature 1, top-p 1 and no top-k (DefaultSampling); other settings are
 // recorded with the data.
 type Sampling struct {
-	// Temperature divides the logits; must be > 0. Greedy decoding is
-	// TopK 1 (every logprob is then 0: the distribution drawn from is a
-	// point mass).
+	// Temperature divides the logits: positive, or 0 for the default 1 (the
+	// zero Sampling is the training default; 0 does not mean greedy).
+	// Greedy decoding is TopK 1 (every logprob is then 0: the distribution
+	// drawn from is a point mass).
 	Temperature float64
 	// TopP keeps the smallest set of most likely tokens whose probability
 	// reaches TopP, in (0, 1]; 0 means 1 (no cut).
@@ -34,7 +35,8 @@ type Sampling struct {
 	// TopK keeps the K most likely tokens; 0 means no cut.
 	TopK int
 	// Seed makes the generation reproducible: the same seed, weights and
-	// prompt give the same tokens, whatever else runs concurrently.
+	// prompt give the same tokens, whatever else runs concurrently. The
+	// i-th token's random number is a hash of (Seed, i).
 	Seed uint64
 }
 
@@ -65,7 +67,9 @@ type Token struct {
 	// (after temperature, top-k and top-p renormalisation).
 	Logprob float32
 	// Routing is the experts of this token in every MoE layer, [layers][k];
-	// nil for a dense model.
+	// nil for a dense model. It is known once the token has run through the
+	// model, one step after it was sampled, so an MoE model streams each
+	// token one step later than a dense one.
 	Routing [][]int16
 	// Version is the policy version whose weights produced the token.
 	Version int64
@@ -90,6 +94,10 @@ type Generation struct {
 	Routing  [][][]int16 // [tokens][MoE layers][k]; nil for a dense model
 	// PromptRouting is the routing of every prompt token (cached ones
 	// included, as computed when they entered the cache); nil for dense.
+	// Routing and PromptRouting are those of the KV cache the last token
+	// was computed with: for a generation that spans a swap, the cache was
+	// recomputed with the new weights, so both hold the new version's
+	// routing, and tokens streamed before the swap carried the old one.
 	PromptRouting [][][]int16
 	Finish        string
 	// PromptTokens is len(Prompt); CachedTokens how many of them were

@@ -5,8 +5,11 @@
 // incremental decoding, and checkpoints in the Hugging Face layout
 // (config.json + model.safetensors with HF tensor names).
 //
-// Every float32 matrix product goes through kernels.Sgemm; the model adds
-// parallelism across sequences (Logprobs, Backward) and attention heads.
+// Every float32 matrix product of the forward and backward passes goes
+// through kernels.Sgemm; the model adds parallelism across sequences
+// (Logprobs, Backward) and attention heads. Step, the batched inference
+// step, builds its products from kernels.Dot instead, so that a token's
+// results do not depend on the batch or chunk it runs in.
 //
 // The numerics follow the Hugging Face Qwen3 and Qwen3-MoE modeling code:
 // RMSNorm before attention and MLP, grouped-query attention with a per-head

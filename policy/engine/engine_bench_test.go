@@ -1,0 +1,58 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+)
+
+// Benchmarks on the reference tiny config (policy/model/testdata/tiny.json:
+// 4 layers, hidden 256, vocabulary 4096).
+
+// BenchmarkDecode runs 1, 8 and 32 concurrent sessions, each generating 64
+// tokens after a 16-token prompt, and reports completion tokens per second
+// over all of them: what continuous batching buys.
+func BenchmarkDecode(b *testing.B) {
+	m := tinyModel(b, "tiny.json", 1, 0)
+	const prompt, gen = 16, 64
+	for _, n := range []int{1, 8, 32} {
+		b.Run(fmt.Sprint("sessions=", n), func(b *testing.B) {
+			e := New(m, 1, Options{})
+			defer e.Close()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				var wg sync.WaitGroup
+				for s := range n {
+					wg.Go(func() {
+						req := Request{Prompt: randPrompt(uint64(s), prompt), MaxTokens: gen, Sampling: DefaultSampling(uint64(i*n + s))}
+						if _, err := e.Generate(context.Background(), req, nil); err != nil {
+							b.Error(err)
+						}
+					})
+				}
+				wg.Wait()
+			}
+			b.ReportMetric(float64(b.N*n*gen)/b.Elapsed().Seconds(), "tokens/s")
+		})
+	}
+}
+
+// BenchmarkPrefill reports prompt tokens per second for one 512-token
+// prompt (one completion token), dense and MoE.
+func BenchmarkPrefill(b *testing.B) {
+	for _, cfg := range configs {
+		b.Run(cfg, func(b *testing.B) {
+			e := New(tinyModel(b, cfg, 1, 0), 1, Options{})
+			defer e.Close()
+			const n = 512
+			req := Request{Prompt: randPrompt(1, n), MaxTokens: 1, Sampling: DefaultSampling(1)}
+			for b.Loop() {
+				if _, err := e.Generate(context.Background(), req, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "tokens/s")
+		})
+	}
+}

@@ -1,0 +1,368 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/legorl/legorl/policy/kernels"
+)
+
+// StepInput is one sequence's part of a Step: the tokens that extend its
+// cache.
+type StepInput struct {
+	Cache *Cache
+	IDs   []int32 // at least one
+	// SkipLogits leaves StepOutput.Logits nil: a prefill chunk that is not
+	// the prompt's last needs no prediction, and the LM head is the largest
+	// product of a step.
+	SkipLogits bool
+}
+
+// StepOutput is one sequence's result of a Step.
+type StepOutput struct {
+	// Logits (before temperature) predict the token after the last of IDs.
+	Logits []float32
+	// Routing is the experts of each of IDs in every MoE layer,
+	// [len(IDs)][MoE layers][k], in descending router probability; nil for
+	// a dense model.
+	Routing [][][]int16
+}
+
+// Step extends every input's cache with its tokens in one batched pass:
+// the linear layers (projections, MLPs, experts, router, LM head) run over
+// the new tokens of all sequences together, attention runs per query row
+// against that row's own cache. It is what a continuous-batching engine
+// calls once per decode step, with prefill chunks mixed in.
+//
+// The numerics are row-invariant: every element of every matrix product is
+// one kernels.Dot of an input row with a weight row, attention handles each
+// query row and head alone with keys in position order, and norms and the
+// MoE combine are per row. So a token's logits, keys, values and routing
+// are bitwise the same whether it runs in a prefill of the whole prompt, in
+// a chunk, alone as a decode step or in a batch with other sequences. They
+// agree with Logprobs (whose Sgemm blocking depends on the sequence length)
+// up to float32 rounding, not bitwise.
+//
+// The caches must belong to m and be distinct. On error no cache changes.
+func (m *Model) Step(in []StepInput) ([]StepOutput, error) {
+	cfg := &m.cfg
+	seen := make(map[*Cache]bool, len(in))
+	rows := 0
+	for i, s := range in {
+		bad := func(format string, a ...any) error {
+			return fmt.Errorf("%w: step input %d: "+format, append([]any{ErrInput, i}, a...)...)
+		}
+		switch {
+		case s.Cache == nil:
+			return nil, bad("nil cache")
+		case s.Cache.m != m:
+			return nil, bad("the cache belongs to another model")
+		case seen[s.Cache]:
+			return nil, bad("the cache appears twice in one step")
+		case len(s.IDs) == 0:
+			return nil, bad("no tokens")
+		}
+		seen[s.Cache] = true
+		if n := s.Cache.kv.n + len(s.IDs); cfg.MaxPositionEmbeddings > 0 && n > cfg.MaxPositionEmbeddings {
+			return nil, bad("%d positions exceed max_position_embeddings %d", n, cfg.MaxPositionEmbeddings)
+		}
+		for k, id := range s.IDs {
+			if id < 0 || int(id) >= cfg.VocabSize {
+				return nil, bad("token %d is id %d, outside the vocabulary of %d", k, id, cfg.VocabSize)
+			}
+		}
+		rows += len(s.IDs)
+	}
+	st := &step{m: m, in: in, rows: rows}
+	return st.run(), nil
+}
+
+// step is the state of one Model.Step over validated inputs.
+type step struct {
+	m      *Model
+	in     []StepInput
+	rows   int         // new tokens of all inputs together
+	routes [][][]int16 // [rows][MoE layers][k]
+}
+
+// spans calls f for each input with the first row of its tokens.
+func (st *step) spans(f func(i, row0 int)) {
+	row := 0
+	for i, s := range st.in {
+		f(i, row)
+		row += len(s.IDs)
+	}
+}
+
+func (st *step) run() []StepOutput {
+	cfg := &st.m.cfg
+	d := cfg.HiddenSize
+	x := make([]float32, st.rows*d)
+	st.spans(func(i, row0 int) {
+		s := st.in[i]
+		for t, id := range s.IDs {
+			copy(x[(row0+t)*d:(row0+t+1)*d], st.m.p.embed.data[int(id)*d:])
+		}
+		s.Cache.growRope(s.Cache.kv.n + len(s.IDs))
+	})
+	if L := cfg.MoELayers(); L > 0 {
+		st.routes = make([][][]int16, st.rows)
+		for t := range st.routes {
+			st.routes[t] = make([][]int16, 0, L)
+		}
+	}
+	moeIdx := 0
+	for l := range st.m.p.layers {
+		x = st.layer(l, moeIdx, x)
+		if cfg.IsMoE(l) {
+			moeIdx++
+		}
+	}
+	// Final norm and LM head on the last row of each input that wants logits.
+	var last []int
+	st.spans(func(i, row0 int) {
+		if !st.in[i].SkipLogits {
+			last = append(last, row0+len(st.in[i].IDs)-1)
+		}
+	})
+	xl := make([]float32, len(last)*d)
+	for j, r := range last {
+		copy(xl[j*d:(j+1)*d], x[r*d:(r+1)*d])
+	}
+	xn, _ := rmsnorm(xl, len(last), d, st.m.p.norm.data, cfg.RMSNormEps)
+	V := cfg.VocabSize
+	logits := rowLinear(xn, len(last), d, st.m.p.lmHead.data, V)
+	out := make([]StepOutput, len(st.in))
+	j := 0
+	st.spans(func(i, row0 int) {
+		s := st.in[i]
+		s.Cache.kv.n += len(s.IDs)
+		if st.routes != nil {
+			out[i].Routing = st.routes[row0 : row0+len(s.IDs) : row0+len(s.IDs)]
+		}
+		if !s.SkipLogits {
+			out[i].Logits = logits[j*V : (j+1)*V : (j+1)*V]
+			j++
+		}
+	})
+	return out
+}
+
+// layer runs decoder layer l on x [rows, d] and appends the new keys and
+// values to each input's cache. It mirrors pass.layerForward operation for
+// operation, with row-invariant products and attention.
+func (st *step) layer(l, moeIdx int, x []float32) []float32 {
+	c, lp := &st.m.cfg, &st.m.p.layers[l]
+	d, R := c.HiddenSize, st.rows
+	H, KV, hd := c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
+	xn, _ := rmsnorm(x, R, d, lp.inNorm.data, c.RMSNormEps)
+	q := rowLinear(xn, R, d, lp.q.data, H*hd)
+	k := rowLinear(xn, R, d, lp.k.data, KV*hd)
+	v := rowLinear(xn, R, d, lp.v.data, KV*hd)
+	q, _ = rmsnorm(q, R*H, hd, lp.qNorm.data, c.RMSNormEps)
+	k, _ = rmsnorm(k, R*KV, hd, lp.kNorm.data, c.RMSNormEps)
+	attn := make([]float32, R*H*hd)
+	type task struct{ i, row0, t, h int }
+	var tasks []task
+	st.spans(func(i, row0 int) {
+		s := st.in[i]
+		n := len(s.IDs)
+		pos0 := s.Cache.kv.n
+		s.Cache.rope.apply(q[row0*H*hd:], pos0, n, H, false)
+		s.Cache.rope.apply(k[row0*KV*hd:], pos0, n, KV, false)
+		s.Cache.kv.append(l, k[row0*KV*hd:(row0+n)*KV*hd], v[row0*KV*hd:(row0+n)*KV*hd])
+		for t := range n {
+			for h := range H {
+				tasks = append(tasks, task{i, row0, t, h})
+			}
+		}
+	})
+	parallelFor(len(tasks), func(j int) {
+		tk := tasks[j]
+		kv := &st.in[tk.i].Cache.kv
+		r := tk.row0 + tk.t
+		off := (r*H + tk.h) * hd
+		attendRow(c, q[off:off+hd], kv.k[l], kv.v[l], kv.n+tk.t, tk.h, attn[off:off+hd])
+	})
+	h := rowLinear(attn, R, H*hd, lp.o.data, d)
+	for i := range h {
+		h[i] += x[i]
+	}
+	hn, _ := rmsnorm(h, R, d, lp.postNorm.data, c.RMSNormEps)
+	var out []float32
+	if lp.moe {
+		out = st.moe(lp, hn, moeIdx)
+	} else {
+		out = rowMLP(c, lp.mlp, hn, R, c.IntermediateSize)
+	}
+	for i := range out {
+		out[i] += h[i]
+	}
+	return out
+}
+
+// attendRow computes the attention output of one query row q [hd] of head
+// h at position last over the keys and values k, v [positions, KV*hd] at
+// positions 0..last, in position order, into out [hd].
+func attendRow(c *Config, q, k, v []float32, last, h int, out []float32) {
+	KV, hd := c.NumKeyValueHeads, c.HeadDim
+	kh := h / (c.NumAttentionHeads / KV)
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	p := make([]float32, last+1)
+	mx := float32(math.Inf(-1))
+	for j := range p {
+		s := scale * kernels.Dot(q, k[j*KV*hd+kh*hd:])
+		p[j] = s
+		mx = max(mx, s)
+	}
+	inv := float32(1 / expShift(p, 1, float64(mx)))
+	out = out[:hd]
+	clear(out)
+	for j, pj := range p {
+		axpy(pj*inv, v[j*KV*hd+kh*hd:j*KV*hd+kh*hd+hd], out)
+	}
+}
+
+// axpy adds a*x to y elementwise, len(y) == len(x), four at a time (one
+// rounding per element either way: the order within y does not matter).
+func axpy(a float32, x, y []float32) {
+	y = y[:len(x)]
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		xs, ys := x[i:i+4:i+4], y[i:i+4:i+4]
+		ys[0] += a * xs[0]
+		ys[1] += a * xs[1]
+		ys[2] += a * xs[2]
+		ys[3] += a * xs[3]
+	}
+	for ; i < len(x); i++ {
+		y[i] += a * x[i]
+	}
+}
+
+// rowLinear computes y = x W^T for x [rows, in] and W [out, in] with one
+// kernels.Dot per element, so each row's result does not depend on the
+// other rows. Work is split into blocks of weight rows by blocks of input
+// rows, so a block of weights is reused across the batch while in cache.
+func rowLinear(x []float32, rows, in int, w []float32, out int) []float32 {
+	y := make([]float32, rows*out)
+	const colBlock, rowBlock = 64, 32
+	cb, rb := (out+colBlock-1)/colBlock, (rows+rowBlock-1)/rowBlock
+	body := func(t int) {
+		j0, i0 := t/rb*colBlock, t%rb*rowBlock
+		for j := j0; j < min(j0+colBlock, out); j++ {
+			wr := w[j*in : (j+1)*in]
+			for i := i0; i < min(i0+rowBlock, rows); i++ {
+				y[i*out+j] = kernels.Dot(x[i*in:(i+1)*in], wr)
+			}
+		}
+	}
+	if rows*out*in < 1<<18 {
+		for t := range cb * rb {
+			body(t)
+		}
+	} else {
+		parallelFor(cb*rb, body)
+	}
+	return y
+}
+
+// rowMLP is mlpForward with row-invariant products.
+func rowMLP(c *Config, m mlpParams[float32], x []float32, n, inter int) []float32 {
+	d := c.HiddenSize
+	g := rowLinear(x, n, d, m.gate.data, inter)
+	u := rowLinear(x, n, d, m.up.data, inter)
+	act := make([]float32, len(g))
+	sigmoidInto(act, g)
+	for i, gv := range g {
+		act[i] *= gv * u[i]
+	}
+	return rowLinear(act, n, inter, m.down.data, d)
+}
+
+// moe is pass.moeForward for inference with row-invariant products: each
+// row's experts and combine weights come from its own router softmax, and
+// its output sums the chosen experts in ascending expert order.
+func (st *step) moe(lp *layerParams[float32], x []float32, moeIdx int) []float32 {
+	c, R := &st.m.cfg, st.rows
+	d, E, K := c.HiddenSize, c.NumExperts, c.NumExpertsPerTok
+	probs := rowLinear(x, R, d, lp.router.data, E)
+	sel := make([]int, R*K)
+	wts := make([]float32, R*K)
+	order := make([]int, E)
+	tok := make([][]int, E) // per expert: rows, ascending
+	slot := make([][]int, E)
+	for t := range R {
+		row := probs[t*E : (t+1)*E]
+		mx := row[0]
+		for _, v := range row {
+			mx = max(mx, v)
+		}
+		var sum float64
+		for j, v := range row {
+			e := math.Exp(float64(v - mx))
+			row[j] = float32(e)
+			sum += e
+		}
+		for j := range row {
+			row[j] = float32(float64(row[j]) / sum)
+		}
+		for j := range order {
+			order[j] = j
+		}
+		sort.SliceStable(order, func(a, b int) bool { return row[order[a]] > row[order[b]] })
+		s := sel[t*K : (t+1)*K]
+		copy(s, order[:K])
+		var ws float32
+		r := make([]int16, K)
+		for j, e := range s {
+			wts[t*K+j] = row[e]
+			ws += row[e]
+			r[j] = int16(e)
+		}
+		if c.NormTopKProb {
+			for j := range s {
+				wts[t*K+j] /= ws
+			}
+		}
+		st.routes[t] = append(st.routes[t], r)
+	}
+	for t := range R {
+		for j := range K {
+			e := sel[t*K+j]
+			tok[e] = append(tok[e], t)
+			slot[e] = append(slot[e], j)
+		}
+	}
+	out := make([]float32, R*d)
+	for e := range E {
+		n := len(tok[e])
+		if n == 0 {
+			continue
+		}
+		xe := make([]float32, n*d)
+		for i, t := range tok[e] {
+			copy(xe[i*d:(i+1)*d], x[t*d:(t+1)*d])
+		}
+		ye := rowMLP(c, lp.experts[e], xe, n, c.MoEIntermediateSize)
+		for i, t := range tok[e] {
+			w := wts[t*K+slot[e][i]]
+			o, y := out[t*d:(t+1)*d], ye[i*d:(i+1)*d]
+			for j := range o {
+				o[j] += w * y[j]
+			}
+		}
+	}
+	return out
+}
+
+// growRope makes the cache's rotary table cover n positions, doubling it
+// so that decoding token by token recomputes it rarely. Every position's
+// angles are computed alone, so the table's size never changes a value.
+func (c *Cache) growRope(n int) {
+	cfg := &c.m.cfg
+	if len(c.rope.cos) < n*cfg.HeadDim/2 {
+		c.rope = newRope[float32](max(n, 2*len(c.rope.cos)/max(1, cfg.HeadDim/2), 64), cfg.HeadDim, cfg.RopeTheta)
+	}
+}
