@@ -93,6 +93,9 @@ func (s Spec) WithDefaults() Spec {
 	if l.TmpBytes <= 0 {
 		l.TmpBytes = 256 << 20
 	}
+	if l.DiskBytes <= 0 {
+		l.DiskBytes = min(1<<30, l.MemoryBytes/2)
+	}
 	if l.OutputBytes <= 0 {
 		l.OutputBytes = 1 << 20
 	}
@@ -110,11 +113,25 @@ type Mount struct {
 }
 
 // Limits bound a sandbox. Zero fields take the defaults in their comments.
+//
+// /tmp and the workspace are tmpfs file systems of fixed sizes (TmpBytes,
+// DiskBytes): a write past the size fails with ENOSPC inside, and nothing
+// reaches the host's disk. Their pages are memory, charged to the memory
+// cgroup of the process that wrote them, so what commands write there also
+// counts against MemoryBytes (the task's files, copied in by the host at
+// Create, count against the host process's memory instead).
 type Limits struct {
-	MemoryBytes int64         // all processes together. Defaults to 2 GiB.
-	Pids        int           // processes and threads. Defaults to 256.
-	CPUs        float64       // CPU time share in cores. Defaults to 1.
-	TmpBytes    int64         // size of the private /tmp. Defaults to 256 MiB.
+	MemoryBytes int64   // all processes together, and what they wrote to /tmp and the workspace. Defaults to 2 GiB.
+	Pids        int     // processes and threads. Defaults to 256.
+	CPUs        float64 // CPU time share in cores. Defaults to 1.
+	TmpBytes    int64   // size of the private /tmp. Defaults to 256 MiB.
+	// DiskBytes is the size of the workspace, the task's files included
+	// (Create fails with ErrSetup when they do not fit), with one file per
+	// 4 KiB of it (at least 4096). Keep it, with TmpBytes, below
+	// MemoryBytes: past that, a full workspace fills the memory limit
+	// instead, and commands are OOM-killed (resource_limit) until files
+	// are removed. Defaults to 1 GiB, or half of MemoryBytes if less.
+	DiskBytes   int64
 	OutputBytes int64         // captured stdout and stderr, each. Defaults to 1 MiB.
 	Timeout     time.Duration // per Exec, unless Cmd.Timeout is set. Defaults to 10 minutes.
 }
@@ -136,7 +153,7 @@ type Outcome string
 const (
 	OutcomeCompleted      Outcome = "completed"        // the program exited (any exit code)
 	OutcomeTimeout        Outcome = "timeout"          // the deadline passed; the process tree was killed
-	OutcomeResourceLimit  Outcome = "resource_limit"   // memory, pids or disk limit hit
+	OutcomeResourceLimit  Outcome = "resource_limit"   // memory or pids limit hit, or a full disk (see Result.DiskFull)
 	OutcomeSandboxCrash   Outcome = "sandbox_crash"    // the sandbox itself failed
 	OutcomeEnvSetupFailed Outcome = "env_setup_failed" // the environment could not be built
 	OutcomePatchInvalid   Outcome = "patch_invalid"    // the agent's diff was refused or did not apply (grading)
@@ -151,7 +168,13 @@ type Result struct {
 	Stdout, Stderr  []byte // capped at Limits.OutputBytes each
 	StdoutTruncated bool
 	StderrTruncated bool
-	Detail          string // why, for anything but a clean completion
+	// DiskFull: the workspace or /tmp had no space (or no file) left when
+	// the command ended. The Outcome is then resource_limit if the command
+	// failed (nonzero exit or a signal; a timeout or OOM kill is reported
+	// first), and completed if it exited 0 (it coped, or claims to): as
+	// with the pids limit, a program that handles the error is not overruled.
+	DiskFull bool
+	Detail   string // why, for anything but a clean completion
 }
 
 // Sentinel errors.

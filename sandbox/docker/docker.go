@@ -6,9 +6,10 @@
 // loopback), a read-only root file system, a size-capped tmpfs /tmp, all
 // capabilities dropped, no-new-privileges, a non-root user, and memory,
 // pids and CPU limits. The workspace is a private host copy of
-// Spec.Workspace, bind-mounted at Spec.WorkspaceDir, so the caller reads
-// the agent's changes on the host (HostWorkspace) without running anything
-// inside. Exec runs each command through container exec in a cgroup of
+// Spec.Workspace on a tmpfs of Limits.DiskBytes mounted on a host folder,
+// bind-mounted at Spec.WorkspaceDir, so the caller reads the agent's
+// changes on the host (HostWorkspace) without running anything inside, and
+// the engine must run in the host process's mount namespace (Create checks). Exec runs each command through container exec in a cgroup of
 // its own, so that when the command exits, or at its deadline, the backend
 // kills (from the host) every process it started. Listen opens a listener
 // inside the container's network namespace, the only thing programs inside
@@ -27,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -34,6 +36,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/legorl/legorl/sandbox"
+	"github.com/legorl/legorl/sandbox/internal/capfs"
 )
 
 // DefaultImage is the image used when neither Spec.Image nor Options.Image
@@ -84,6 +87,8 @@ type Backend struct {
 	opts Options
 	uid  int
 	gid  int
+
+	gcOnce sync.Once // removes what dead host processes left
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -140,7 +145,8 @@ func (b *Backend) Name() string { return "docker" }
 // Close releases the engine connection. Sandboxes must be closed first.
 func (b *Backend) Close() error { return b.cli.Close() }
 
-// Create copies spec.Workspace to a private host folder, creates and starts
+// Create copies spec.Workspace to a private host folder (a tmpfs of
+// Limits.DiskBytes), creates and starts
 // a container from the image with that copy at spec.WorkspaceDir, and
 // returns it. With no spec.Workspace, the copy is taken from the image's
 // own spec.WorkspaceDir (empty if the image has none): image-based tasks
@@ -161,7 +167,8 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		}
 	}
 
-	dir, err := os.MkdirTemp(b.opts.TempDir, "legorl-docker-")
+	b.gcOnce.Do(func() { collectOrphans(b.opts.TempDir) })
+	dir, err := os.MkdirTemp(b.opts.TempDir, dirPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return nil, fmt.Errorf("%w: docker: temp dir: %v", sandbox.ErrSetup, err)
 	}
@@ -173,6 +180,10 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		}
 	}()
 	if err := os.Mkdir(s.ws, 0o755); err != nil {
+		return nil, fmt.Errorf("%w: docker: workspace: %v", sandbox.ErrSetup, err)
+	}
+	// The copy lives on a tmpfs of Limits.DiskBytes, bind-mounted in.
+	if err := capfs.Mount(s.ws, lim.DiskBytes, b.uid, b.gid); err != nil {
 		return nil, fmt.Errorf("%w: docker: workspace: %v", sandbox.ErrSetup, err)
 	}
 	if spec.Workspace != "" {
@@ -261,6 +272,9 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if err != nil {
 		return nil, fmt.Errorf("%w: docker: %v", sandbox.ErrSetup, err)
 	}
+	if err := s.checkWorkspaceMount(); err != nil {
+		return nil, fmt.Errorf("%w: docker: %v", sandbox.ErrSetup, err)
+	}
 	ok = true
 	return s, nil
 }
@@ -292,8 +306,9 @@ type box struct {
 	spec sandbox.Spec
 	lim  sandbox.Limits
 
-	mu     sync.Mutex
-	closed bool
+	mu       sync.Mutex
+	closed   bool
+	oomDeath string // why the container died, when the memory limit killed it
 }
 
 var _ sandbox.Sandbox = (*box)(nil)
@@ -322,8 +337,8 @@ func (s *box) alive() error {
 	return nil
 }
 
-// Close removes the container (killing everything inside) and the
-// workspace copy. It is safe to call more than once.
+// Close removes the container (killing everything inside), unmounts the
+// workspace and removes its folder. It is safe to call more than once.
 func (s *box) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -346,8 +361,27 @@ func (s *box) Close() error {
 			errs = append(errs, fmt.Errorf("docker: %w", err))
 		}
 	}
-	if err := os.RemoveAll(s.dir); err != nil {
+	if err := capfs.RemoveAll(s.dir); err != nil {
 		errs = append(errs, fmt.Errorf("docker: remove %s: %w", s.dir, err))
 	}
 	return errors.Join(errs...)
+}
+
+// checkWorkspaceMount makes sure the container shows the host's capped
+// workspace, not the folder under it: an engine in another mount namespace
+// would bind the empty folder, and the sandbox would write to the host's
+// disk, uncapped, where HostWorkspace does not look.
+func (s *box) checkWorkspaceMount() error {
+	var host, inside syscall.Stat_t
+	if err := syscall.Stat(s.ws, &host); err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	in := fmt.Sprintf("/proc/%d/root%s", s.pid, s.spec.WorkspaceDir)
+	if err := syscall.Stat(in, &inside); err != nil {
+		return fmt.Errorf("workspace inside: %w", err)
+	}
+	if host.Dev != inside.Dev || host.Ino != inside.Ino {
+		return fmt.Errorf("the container's %s is not the host's workspace mount %s (is the engine in another mount namespace?)", s.spec.WorkspaceDir, s.ws)
+	}
+	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/legorl/legorl/sandbox"
+	"github.com/legorl/legorl/sandbox/internal/capfs"
 )
 
 // killGrace is how long Exec waits for the output stream to end after it
@@ -40,7 +41,8 @@ var execSeq atomic.Int64
 // deadline, every process it started is killed (a background child cannot
 // outlive it or hold Exec), while other Execs are untouched. The outcome is
 // resource_limit when the memory cgroup OOM-killed a process during the
-// call, or the program failed after the pids limit refused a fork.
+// call, or the program failed after the pids limit refused a fork or with
+// the workspace or /tmp full (Result.DiskFull, set whatever the exit).
 // The image needs /bin/sh.
 func (s *box) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
 	if err := s.alive(); err != nil {
@@ -60,6 +62,9 @@ func (s *box) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error)
 	// API calls outlive ctx: the deadline logic below decides when to stop.
 	api := context.WithoutCancel(ctx)
 	crash := func(what string, err error) (sandbox.Result, error) {
+		if d := s.diedOfOOM(api); d != "" {
+			return sandbox.Result{Outcome: sandbox.OutcomeResourceLimit, ExitCode: -1, Detail: d}, nil
+		}
 		err = fmt.Errorf("docker: exec: %s: %w", what, err)
 		return sandbox.Result{Outcome: sandbox.OutcomeSandboxCrash, ExitCode: -1, Detail: err.Error()}, err
 	}
@@ -160,6 +165,8 @@ wait:
 		return crash("inspect", err)
 	}
 	res.ExitCode = code
+	full := s.diskFull()
+	res.DiskFull = full != ""
 	if code > 128 && code <= 128+64 {
 		// The engine reports death by signal N as 128+N, like a shell.
 		res.ExitCode = -1
@@ -179,11 +186,57 @@ wait:
 	case code != 0 && s.cg.pidsRefused()-pidsBefore+tree.refused() > 0:
 		res.Outcome = sandbox.OutcomeResourceLimit
 		res.Detail = fmt.Sprintf("pids limit of %d hit: a fork was refused", s.lim.Pids)
+	case res.ExitCode != 0 && res.DiskFull:
+		res.Outcome = sandbox.OutcomeResourceLimit
+		res.Detail = full
+	}
+	if res.Outcome == sandbox.OutcomeCompleted && res.Signal != "" {
+		// Killed, with no OOM kill counted: the container may have died
+		// (its cgroup, and the count, went with it).
+		if d := s.diedOfOOM(api); d != "" {
+			res.Outcome, res.Detail = sandbox.OutcomeResourceLimit, d
+		}
 	}
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
 	return res, nil
+}
+
+// diedOfOOM says why the container is gone, "" unless the memory limit
+// killed its init: the OOM killer goes on killing while files in the
+// workspace and /tmp hold the memory, and can reach the init. The answer
+// sticks, so every later Exec says so too (as resource_limit, not
+// sandbox_crash): the agent's own writes ended the sandbox.
+func (s *box) diedOfOOM(ctx context.Context) string {
+	s.mu.Lock()
+	d := s.oomDeath
+	s.mu.Unlock()
+	if d != "" {
+		return d
+	}
+	ins, err := s.b.cli.ContainerInspect(ctx, s.id, client.ContainerInspectOptions{})
+	if err != nil || ins.Container.State == nil || ins.Container.State.Running || !ins.Container.State.OOMKilled {
+		return ""
+	}
+	d = fmt.Sprintf("memory limit of %d bytes hit: the container's init was OOM-killed, so the sandbox is gone (files in the workspace and /tmp count against the limit)", s.lim.MemoryBytes)
+	s.mu.Lock()
+	s.oomDeath = d
+	s.mu.Unlock()
+	return d
+}
+
+// diskFull says which of the workspace and /tmp are full, "" if neither.
+// /tmp is the container's, seen through its init's root.
+func (s *box) diskFull() string {
+	var full []string
+	if capfs.Full(s.ws) {
+		full = append(full, fmt.Sprintf("the workspace is full (%d bytes)", s.lim.DiskBytes))
+	}
+	if capfs.Full(fmt.Sprintf("/proc/%d/root/tmp", s.pid)) {
+		full = append(full, fmt.Sprintf("/tmp is full (%d bytes)", s.lim.TmpBytes))
+	}
+	return strings.Join(full, "; ")
 }
 
 // exitCode returns the exec's exit code, waiting up to wait for the

@@ -6,8 +6,9 @@
 // namespaces. Its root is mapped to a random unprivileged host uid that owns
 // nothing on the host but the sandbox's workspace copy. It builds a root file
 // system from read-only binds of the host's system folders (/usr, /bin, /lib,
-// /etc with secrets masked), the workspace, a private size-capped /tmp, its
-// own /proc and a minimal /dev; joins memory, pids and cpu cgroups; drops
+// /etc with secrets masked), the workspace (a tmpfs of Limits.DiskBytes
+// mounted on a host folder, which the host reads), a private size-capped
+// /tmp, its own /proc and a minimal /dev; joins memory, pids and cpu cgroups; drops
 // every capability; and then runs the host's commands one at a time, each in
 // a new session without a controlling terminal. When a command ends, times
 // out or is canceled, every process of the sandbox is killed. The network

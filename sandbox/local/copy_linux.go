@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// copyTree copies the folder src to dst (which must not exist), owned by
-// uid:gid. Regular files, folders and symlinks (as links, never followed)
+// copyTree copies the folder src into the empty folder dst (a fresh
+// workspace mount), owned by uid:gid. Regular files, folders and symlinks (as links, never followed)
 // are copied with their modes and modification times; sockets, fifos and
 // devices are skipped.
 func copyTree(src, dst string, uid, gid int) error {
@@ -32,8 +32,10 @@ func copyTree(src, dst string, uid, gid int) error {
 		mode := fi.Mode()
 		switch {
 		case mode.IsDir():
-			if err := os.Mkdir(t, 0o700); err != nil {
-				return err
+			if rel != "." { // dst itself exists
+				if err := os.Mkdir(t, 0o700); err != nil {
+					return err
+				}
 			}
 			if err := os.Lchown(t, uid, gid); err != nil {
 				return err

@@ -9,13 +9,16 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/legorl/legorl/sandbox/internal/capfs"
 )
 
 // A host process that dies without closing its sandboxes (killed, or a
 // test binary stopped by its timeout) loses their processes (the parent-
-// death signal) but leaves their folders and cgroups behind. Sandbox
-// folders and cgroups are named legorl-sandbox-HOSTPID-RANDOM, so the next
-// backend on the machine removes those whose host process is gone.
+// death signal) but leaves their folders, workspace mounts (tmpfs: memory
+// held until unmounted) and cgroups behind. Sandbox folders and cgroups are
+// named legorl-sandbox-HOSTPID-RANDOM, so the next backend on the machine
+// unmounts and removes those whose host process is gone.
 
 const namePrefix = "legorl-sandbox-"
 
@@ -46,7 +49,8 @@ func orphaned(name string) bool {
 	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 }
 
-// collectOrphans removes the folders under dir, and the cgroups next to
+// collectOrphans unmounts and removes the folders under dir, and removes
+// the cgroups next to
 // this process's own, of sandboxes whose host process is gone. Best effort.
 func collectOrphans(dir string) {
 	if dir == "" {
@@ -55,7 +59,7 @@ func collectOrphans(dir string) {
 	entries, _ := filepath.Glob(filepath.Join(dir, namePrefix+"*"))
 	for _, p := range entries {
 		if orphaned(filepath.Base(p)) {
-			os.RemoveAll(p)
+			capfs.RemoveAll(p) // unmounts the workspace first
 		}
 	}
 	own, err := ownCgroups()

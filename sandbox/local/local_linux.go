@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -22,12 +23,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/legorl/legorl/sandbox"
+	"github.com/legorl/legorl/sandbox/internal/capfs"
 )
 
 // Create builds a sandbox: the holder process in new user, mount, pid,
 // network, uts and ipc namespaces, its root mapped to a fresh unprivileged
-// host uid; a private copy of the workspace owned by that uid; cgroups with
-// the limits.
+// host uid; a private copy of the workspace owned by that uid, on a tmpfs
+// of Limits.DiskBytes; cgroups with the limits.
 func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sandbox, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -59,16 +61,18 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		return nil, setupErr("init", err)
 	}
 	s.uid, s.holderPid, s.pidfd, s.ctl, s.ctlFD = h.uid, h.pid, h.pidfd, h.ctl, h.ctlFD
-	if spec.Workspace != "" {
-		err = copyTree(spec.Workspace, s.ws, s.uid, s.uid)
-	} else {
-		err = os.Mkdir(s.ws, 0o755)
-		if err == nil {
-			err = os.Lchown(s.ws, s.uid, s.uid)
-		}
-	}
-	if err != nil {
+	// The workspace is a tmpfs of Limits.DiskBytes on the host, filled
+	// here and shown inside by a bind mount.
+	if err := os.Mkdir(s.ws, 0o755); err != nil {
 		return nil, setupErr("workspace", err)
+	}
+	if err := capfs.Mount(s.ws, spec.Limits.DiskBytes, s.uid, s.uid); err != nil {
+		return nil, setupErr("workspace", err)
+	}
+	if spec.Workspace != "" {
+		if err := copyTree(spec.Workspace, s.ws, s.uid, s.uid); err != nil {
+			return nil, setupErr("workspace", fmt.Errorf("copy %s into a %d-byte workspace: %w", spec.Workspace, spec.Limits.DiskBytes, err))
+		}
 	}
 	if !b.opts.NoCgroups {
 		s.cg, err = newCgroup(filepath.Base(dir), spec.Limits.MemoryBytes, spec.Limits.Pids, spec.Limits.CPUs)
@@ -154,6 +158,10 @@ type localSandbox struct {
 	ctlFD     int
 
 	execMu sync.Mutex // one Exec at a time
+	// Guarded by execMu: OOM kills counted when the last Exec ended
+	// normally, and why the holder died if the memory limit killed it.
+	oomSeen  uint64
+	oomDeath string
 
 	mu        sync.Mutex
 	closed    bool
@@ -295,10 +303,14 @@ func (s *localSandbox) Exec(ctx context.Context, c sandbox.Cmd) (sandbox.Result,
 		// The holder is gone or speaks nonsense: the sandbox is dead.
 		s.killHolder()
 		wg.Wait()
-		return sandbox.Result{Outcome: sandbox.OutcomeSandboxCrash, ExitCode: -1, Duration: time.Since(start),
+		res := sandbox.Result{Outcome: sandbox.OutcomeSandboxCrash, ExitCode: -1, Duration: time.Since(start),
 			Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(),
 			StdoutTruncated: stdout.truncated, StderrTruncated: stderr.truncated,
-			Detail: s.holderErr(err).Error()}, nil
+			Detail: s.holderErr(err).Error()}
+		if d := s.diedOfOOM(); d != "" {
+			res.Outcome, res.Detail = sandbox.OutcomeResourceLimit, d
+		}
+		return res, nil
 	}
 	// Every process is dead, so the pipes are at EOF; a bound all the same,
 	// lest a bug here hang the caller.
@@ -313,6 +325,8 @@ func (s *localSandbox) Exec(ctx context.Context, c sandbox.Cmd) (sandbox.Result,
 		errR.Close()
 		<-drained
 	}
+	after := s.cg.counters()
+	s.oomSeen = after.oomKills
 	res := sandbox.Result{
 		Outcome:         sandbox.OutcomeCompleted,
 		Duration:        time.Since(start),
@@ -328,6 +342,10 @@ func (s *localSandbox) Exec(ctx context.Context, c sandbox.Cmd) (sandbox.Result,
 		}
 		res.Detail = exit.Error
 		res.Stderr = append(res.Stderr, exit.Error+"\n"...)
+		if after.oomKills > before.oomKills { // the fork itself was refused
+			res.Outcome = sandbox.OutcomeResourceLimit
+			res.Detail = fmt.Sprintf("memory limit of %d bytes hit: %s", s.spec.Limits.MemoryBytes, exit.Error)
+		}
 		return res, nil
 	}
 	ws := syscall.WaitStatus(exit.Status)
@@ -338,7 +356,8 @@ func (s *localSandbox) Exec(ctx context.Context, c sandbox.Cmd) (sandbox.Result,
 		res.ExitCode = -1
 		res.Signal = ws.Signal().String()
 	}
-	after := s.cg.counters()
+	full := diskFull(capfs.Full(s.ws), s.spec.Limits.DiskBytes, exit.TmpFull, s.spec.Limits.TmpBytes)
+	res.DiskFull = full != ""
 	switch {
 	case timedOut:
 		res.Outcome = sandbox.OutcomeTimeout
@@ -352,9 +371,9 @@ func (s *localSandbox) Exec(ctx context.Context, c sandbox.Cmd) (sandbox.Result,
 	case res.ExitCode != 0 && after.pidsMax > before.pidsMax:
 		res.Outcome = sandbox.OutcomeResourceLimit
 		res.Detail = fmt.Sprintf("process limit of %d hit", s.spec.Limits.Pids)
-	case res.ExitCode != 0 && exit.TmpFull:
+	case res.ExitCode != 0 && res.DiskFull:
 		res.Outcome = sandbox.OutcomeResourceLimit
-		res.Detail = fmt.Sprintf("/tmp is full (%d bytes)", s.spec.Limits.TmpBytes)
+		res.Detail = full
 	}
 	if stuck {
 		res.Detail += "; output was still open 10s after the command ended"
@@ -363,6 +382,33 @@ func (s *localSandbox) Exec(ctx context.Context, c sandbox.Cmd) (sandbox.Result,
 		res.Detail += fmt.Sprintf("; the process limit of %d was hit", s.spec.Limits.Pids)
 	}
 	return res, ctxErr
+}
+
+// diedOfOOM says why the holder died, "" unless the memory limit killed
+// it: the OOM killer picks the largest process, which the holder can be
+// when what commands wrote to the workspace and /tmp holds the memory. The
+// answer sticks, so every later Exec says so too: the agent's own writes
+// ended the sandbox, not the infrastructure.
+func (s *localSandbox) diedOfOOM() string {
+	if s.oomDeath == "" {
+		if n := s.cg.counters().oomKills; n > s.oomSeen {
+			s.oomDeath = fmt.Sprintf("memory limit of %d bytes hit: the sandbox's init was OOM-killed (%d OOM kills), so the sandbox is gone (files in the workspace and /tmp count against the limit)",
+				s.spec.Limits.MemoryBytes, n-s.oomSeen)
+		}
+	}
+	return s.oomDeath
+}
+
+// diskFull says which of the workspace and /tmp are full, "" if neither.
+func diskFull(ws bool, wsBytes int64, tmp bool, tmpBytes int64) string {
+	var full []string
+	if ws {
+		full = append(full, fmt.Sprintf("the workspace is full (%d bytes)", wsBytes))
+	}
+	if tmp {
+		full = append(full, fmt.Sprintf("/tmp is full (%d bytes)", tmpBytes))
+	}
+	return strings.Join(full, "; ")
 }
 
 // wait waits for the exec to end; at the deadline or when ctx ends it has
@@ -560,8 +606,8 @@ func (s *localSandbox) killHolder() {
 	s.pidfd = -1
 }
 
-// Close kills every process, closes the listeners, removes the cgroups and
-// the sandbox's folder. Safe to call more than once.
+// Close kills every process, closes the listeners, unmounts the workspace,
+// removes the sandbox's folder and the cgroups. Safe to call more than once.
 func (s *localSandbox) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -582,11 +628,12 @@ func (s *localSandbox) Close() error {
 	if s.ctl != nil {
 		s.ctl.Close()
 	}
+	// The workspace mount goes first: its pages are charged to the cgroup.
+	if err := capfs.RemoveAll(s.dir); err != nil {
+		errs = append(errs, fmt.Errorf("sandbox: local: remove %s: %w", s.dir, err))
+	}
 	if err := s.cg.remove(); err != nil {
 		errs = append(errs, err)
-	}
-	if err := os.RemoveAll(s.dir); err != nil {
-		errs = append(errs, fmt.Errorf("sandbox: local: remove %s: %w", s.dir, err))
 	}
 	return errors.Join(errs...)
 }

@@ -357,8 +357,24 @@ func isOurs(pid int) bool {
 	return false
 }
 
-// TestOrphansCollected: the folder and cgroups of a sandbox whose host
-// process was killed are removed by the next backend.
+// mountsUnder lists the mount points at or below dir.
+func mountsUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			out = append(out, f[4])
+		}
+	}
+	return out
+}
+
+// TestOrphansCollected: the folder, workspace mount and cgroups of a
+// sandbox whose host process was killed are removed by the next backend.
 func TestOrphansCollected(t *testing.T) {
 	if os.Getenv("LEGORL_TEST_ORPHAN") == "1" {
 		// The child: make a sandbox, print its folder, and die unclosed.
@@ -388,6 +404,9 @@ func TestOrphansCollected(t *testing.T) {
 			t.Fatalf("the killed child left no %s to collect: %v", p, err)
 		}
 	}
+	if m := mountsUnder(t, paths[0]); len(m) != 1 {
+		t.Fatalf("the killed child left mounts %v, want its workspace", m)
+	}
 	// Its sandbox processes die with it; its folder and cgroups stay until
 	// a backend collects them.
 	deadline := time.Now().Add(10 * time.Second)
@@ -401,6 +420,9 @@ func TestOrphansCollected(t *testing.T) {
 			}
 		}
 		if left == 0 {
+			if m := mountsUnder(t, paths[0]); len(m) > 0 {
+				t.Fatalf("mounts left: %v", m)
+			}
 			return
 		}
 		if time.Now().After(deadline) {

@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -51,6 +52,8 @@ func Conformance(t *testing.T, b sandbox.Backend) {
 		{"MemoryLimit", testMemoryLimit},
 		{"ForkBomb", testForkBomb},
 		{"TmpCap", testTmpCap},
+		{"DiskCap", testDiskCap},
+		{"DiskPastMemory", testDiskPastMemory},
 		{"NoNetwork", testNoNetwork},
 		{"Listen", testListen},
 		{"HostSecrets", func(t *testing.T, b sandbox.Backend) { testHostSecrets(t, b, canary) }},
@@ -384,8 +387,8 @@ func testTmpCap(t *testing.T, b sandbox.Backend) {
 	if res.ExitCode == 0 {
 		t.Fatalf("writing 4 MB to a 1 MiB /tmp succeeded (%s)", res.Outcome)
 	}
-	if res.Outcome != sandbox.OutcomeCompleted && res.Outcome != sandbox.OutcomeResourceLimit {
-		t.Fatalf("outcome %s", res.Outcome)
+	if res.Outcome != sandbox.OutcomeResourceLimit || !res.DiskFull {
+		t.Fatalf("outcome %s, disk full %v (%q), want resource_limit, true", res.Outcome, res.DiskFull, res.Detail)
 	}
 	// /tmp persists between commands, within its cap.
 	res = sh(t, sb, `cat /tmp/small; wc -c < /tmp/big`)
@@ -396,6 +399,135 @@ func testTmpCap(t *testing.T, b sandbox.Backend) {
 	}
 	if n, _ := strconv.Atoi(f[1]); n > 1<<20 {
 		t.Errorf("/tmp/big holds %d bytes, over the 1 MiB cap", n)
+	}
+}
+
+// hostFree is the free space of the host file system that holds the
+// backends' temporary folders (workspace copies) by default.
+func hostFree(t *testing.T) int64 {
+	t.Helper()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(os.TempDir(), &st); err != nil {
+		t.Fatal(err)
+	}
+	return int64(st.Bavail) * int64(st.Bsize)
+}
+
+// mountsAt lists this process's mount points at or below path (from
+// /proc/self/mountinfo; paths with spaces are not expected here).
+func mountsAt(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && (f[4] == path || strings.HasPrefix(f[4], path+"/")) {
+			out = append(out, f[4])
+		}
+	}
+	return out
+}
+
+// testDiskCap: the workspace holds at most Limits.DiskBytes (files
+// included), the writes past it fail with ENOSPC as resource_limit with
+// DiskFull, and nothing reaches the host's disk or another sandbox.
+func testDiskCap(t *testing.T, b sandbox.Backend) {
+	const limit = 8 << 20
+	ctx := context.Background()
+	t.Run("snapshot too big", func(t *testing.T) {
+		src := Workspace(t)
+		if err := os.WriteFile(filepath.Join(src, "blob.bin"), make([]byte, 2*limit), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sb, err := b.Create(ctx, sandbox.Spec{Workspace: src, Limits: sandbox.Limits{DiskBytes: limit}})
+		if err == nil {
+			sb.Close()
+			t.Fatalf("a %d-byte task fits a %d-byte workspace", 2*limit, limit)
+		}
+		if !errors.Is(err, sandbox.ErrSetup) {
+			t.Fatalf("error %v, want ErrSetup", err)
+		}
+	})
+	free := hostFree(t)
+	sb := create(t, b, sandbox.Spec{Limits: sandbox.Limits{DiskBytes: limit}})
+	other := create(t, b, sandbox.Spec{Limits: sandbox.Limits{DiskBytes: limit}})
+	ws := sb.HostWorkspace()
+	if len(mountsAt(t, ws)) == 0 {
+		t.Fatalf("the workspace %s is not a mount of its own", ws)
+	}
+	// 512 MiB asked for, 8 MiB given.
+	res := sh(t, sb, `echo small > small.txt && head -c 536870912 /dev/zero > big`)
+	if res.ExitCode == 0 || res.Outcome != sandbox.OutcomeResourceLimit || !res.DiskFull {
+		t.Fatalf("filling the workspace: exit %d outcome %s disk full %v (%q), want nonzero, resource_limit, true; stderr %q",
+			res.ExitCode, res.Outcome, res.DiskFull, res.Detail, res.Stderr)
+	}
+	if !strings.Contains(string(res.Stderr), "No space left on device") {
+		t.Errorf("stderr %q, want ENOSPC", res.Stderr)
+	}
+	if fi, err := os.Stat(filepath.Join(ws, "big")); err != nil || fi.Size() > limit {
+		t.Errorf("host workspace big: %v %v, want at most %d bytes", fi, err, limit)
+	}
+	if lost := free - hostFree(t); lost > 256<<20 {
+		t.Errorf("the host file system lost %d bytes of free space", lost)
+	}
+	// Empty files take no space but are capped in number too.
+	res = sh(t, sb, `rm big && python3 -c '
+import os
+os.mkdir("many")
+for i in range(1000000):
+    open("many/%d" % i, "w").close()
+'`)
+	if res.ExitCode == 0 || res.Outcome != sandbox.OutcomeResourceLimit || !res.DiskFull {
+		t.Fatalf("a million files: exit %d outcome %s disk full %v (%q); stderr %q", res.ExitCode, res.Outcome, res.DiskFull, res.Detail, res.Stderr)
+	}
+	// Freed, the workspace works again, and kept what fit.
+	res = sh(t, sb, `rm -r many && cat small.txt && echo ok > after.txt && cat after.txt`)
+	wantCompleted(t, res, 0)
+	if string(res.Stdout) != "small\nok\n" || res.DiskFull {
+		t.Errorf("after freeing: stdout %q, disk full %v", res.Stdout, res.DiskFull)
+	}
+	// The other sandbox was never short of space.
+	res = sh(t, other, `head -c 4000000 /dev/zero > f && head -c 1000000 /dev/zero > /tmp/f && echo ok`)
+	wantCompleted(t, res, 0)
+	if string(res.Stdout) != "ok\n" || res.DiskFull {
+		t.Errorf("the other sandbox: stdout %q, disk full %v", res.Stdout, res.DiskFull)
+	}
+	// A command that fills the workspace and exits 0 is completed, but
+	// the Result says the disk was full.
+	res = sh(t, other, `head -c 536870912 /dev/zero > f 2>/dev/null; echo all tests passed`)
+	wantCompleted(t, res, 0)
+	if !res.DiskFull {
+		t.Errorf("disk full not recorded: %q", res.Detail)
+	}
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if m := mountsAt(t, ws); len(m) > 0 {
+		t.Errorf("mounts left after close: %v", m)
+	}
+}
+
+// testDiskPastMemory: with a workspace bigger than the memory limit, what
+// is written there fills the memory limit first (tmpfs pages are charged
+// to the writer). That is resource_limit, for the command and for every
+// later one, never sandbox_crash: the agent must not be able to turn its
+// own excess into a masked infrastructure failure.
+func testDiskPastMemory(t *testing.T, b sandbox.Backend) {
+	sb := create(t, b, sandbox.Spec{Limits: sandbox.Limits{MemoryBytes: 64 << 20, DiskBytes: 256 << 20}})
+	for i, script := range []string{`head -c 200000000 /dev/zero > big`, `rm -f big; echo ok`, `echo ok`} {
+		res, err := sb.Exec(context.Background(), sandbox.Cmd{Args: []string{"sh", "-c", script}, Timeout: time.Minute})
+		if err != nil {
+			t.Fatalf("exec %q: %v", script, err)
+		}
+		t.Logf("%q: outcome %s exit %d (%s)", script, res.Outcome, res.ExitCode, res.Detail)
+		switch {
+		case res.Outcome == sandbox.OutcomeSandboxCrash:
+			t.Fatalf("%q: sandbox_crash (%s)", script, res.Detail)
+		case i == 0 && res.Outcome != sandbox.OutcomeResourceLimit:
+			t.Fatalf("%q: outcome %s exit %d, want resource_limit", script, res.Outcome, res.ExitCode)
+		}
 	}
 }
 
@@ -633,5 +765,8 @@ func testClose(t *testing.T, b sandbox.Backend) {
 	}
 	if _, err := os.Stat(ws); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("workspace %s left after close: %v", ws, err)
+	}
+	if m := mountsAt(t, ws); len(m) > 0 {
+		t.Errorf("mounts left after close: %v", m)
 	}
 }
