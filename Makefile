@@ -29,27 +29,35 @@ demo: build pytest-ref ## run the main job on embedded defaults (today: storage 
 DOCKER_SOCK := $(CACHE)/docker/docker.sock
 export LEGORL_DOCKER_HOST := unix://$(DOCKER_SOCK)
 
-test: tools lint ## the whole suite: installs and starts what it needs (versitygw, DuckDB, Docker Engine, ...), unit + integration tests, the seed corpus of every fuzz target and a bounded fuzz run of the Parquet reader
+test: tools lint ## the whole suite: installs and starts what it needs (versitygw, DuckDB, Docker Engine, ...), unit + integration tests, the seed corpus of every fuzz target and a bounded fuzz run of the Parquet reader and the proxy's request parsers
 	scripts/docker/start-dockerd.sh >/dev/null
 	DOCKER_HOST=$(LEGORL_DOCKER_HOST) scripts/docker/base-image.sh
 	$(GO) test -count=1 -timeout 40m ./... ; rc=$$?; scripts/docker/stop-dockerd.sh; exit $$rc
 	$(GO) test -count=1 -tags purego ./policy/kernels
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFile$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 100x ./storage
+	@set -e; for t in $(TEST_FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 100x $$pkg; done
 
 # Every fuzz target, as package:target; each runs for FUZZTIME. `make test` runs
-# their seed corpora (go test does) and fuzzes only the Parquet reader, which
-# reads untrusted files; run `make fuzz FUZZTIME=5m` before a release: a new
-# finding there fails the run, and CI is not the place to discover it.
+# their seed corpora (go test does) and fuzzes only TEST_FUZZ_TARGETS, the
+# parsers of untrusted input (Parquet files, API requests from harnesses); run
+# `make fuzz FUZZTIME=5m` before a release: a new finding there fails the run,
+# and CI is not the place to discover it.
+TEST_FUZZ_TARGETS := ./storage:FuzzDecodeFile ./proxy:FuzzDecodeChat ./proxy:FuzzDecodeResponses ./proxy:FuzzDecodeMessages
 FUZZ_TARGETS := ./storage:FuzzDecodeFile ./policy/chat:FuzzQwen3Parse ./policy/chat:FuzzQwen3CoderParse ./policy/chat:FuzzPyJSON ./policy/tokenizer:FuzzEncodeDecode \
 	./policy/safetensors:FuzzParseHeader ./policy/model:FuzzParseConfig ./policy/kernels:FuzzSgemm \
-	./sandbox/docker:FuzzExtractTar ./tasks:FuzzParsePatch
+	./sandbox/docker:FuzzExtractTar ./tasks:FuzzParsePatch \
+	./proxy:FuzzDecodeChat ./proxy:FuzzDecodeResponses ./proxy:FuzzDecodeMessages \
+	./policy/remote:FuzzDecodeNPY ./policy/remote:FuzzSSE ./policy/remote:FuzzSanitize ./policy/remote:FuzzResponses
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 20s)
 	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
 		echo "fuzz $$fn ($$pkg, $(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 100x $$pkg; done
 
-build: $(BIN)/legorl ## build bin/legorl
+build: $(BIN)/legorl $(BIN)/legorl-agent ## build bin/legorl and the static built-in agent bin/legorl-agent
+
+# The agent runs inside sandboxes and images of any libc: build it static.
+$(BIN)/legorl-agent: export CGO_ENABLED=0
 
 $(BIN)/%: FORCE
 	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/$*

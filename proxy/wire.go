@@ -25,6 +25,12 @@ type Turn struct {
 	StreamUsage bool
 	// DisableThinking renders the template with enable_thinking=false.
 	DisableThinking bool
+	// ToolChoice is "auto" (or empty), "none", "required", or the name of
+	// the one function to call. Only "none" changes anything: tool-call
+	// markup is then returned as text. Sampling is never constrained (the
+	// recorded logprobs must be the policy's own), so "required" and a
+	// named function are accepted and not enforced.
+	ToolChoice string
 }
 
 // Finish reasons of a Reply, in neutral terms; each wire format maps them
@@ -52,6 +58,8 @@ type Reply struct {
 	ToolCalls []chat.ToolCall
 	Finish    string
 	Usage     Usage
+	// StreamUsage is the Turn's StreamUsage, for stream writers.
+	StreamUsage bool
 }
 
 // Error kinds, in neutral terms; each wire format maps them to its own type
@@ -71,6 +79,10 @@ type apiError struct {
 	Kind    string // one of the Kind constants
 	Param   string // the offending request field, when there is one
 	Message string // one line
+	// Code is a machine-readable code for formats that have one (OpenAI's
+	// error.code: "model_not_found", "context_length_exceeded"); empty
+	// for none.
+	Code string
 }
 
 func (e *apiError) Error() string { return e.Message }

@@ -14,7 +14,7 @@ var Layers = []Layer{
 	{"tasks", []string{"schemas"}},
 	{"policy", []string{"schemas"}},
 	{"sandbox", []string{"tasks"}},
-	{"proxy", []string{"policy", "schemas"}},
+	{"proxy", []string{"policy", "schemas", "sandbox"}}, // sandbox: Listen, to serve inside a sandbox
 	{"harness", []string{"sandbox"}},
 	{"transforms", []string{"schemas", "storage", "tasks", "policy", "sandbox", "proxy", "harness"}},
 	{"pipelines", []string{"transforms"}},

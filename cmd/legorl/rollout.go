@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/legorl/legorl/harness"
+	"github.com/legorl/legorl/policy/chat"
+	"github.com/legorl/legorl/policy/engine"
+	"github.com/legorl/legorl/policy/model"
+	"github.com/legorl/legorl/policy/tokenizer"
+	"github.com/legorl/legorl/proxy"
+	"github.com/legorl/legorl/schemas"
+	"github.com/legorl/legorl/storage"
+	"github.com/legorl/legorl/tasks"
+	"github.com/legorl/legorl/trainer"
+	"github.com/legorl/legorl/transforms/rollout"
+)
+
+// agentProgram is the built-in agents' program, looked for beside legorl.
+const agentProgram = "legorl-agent"
+
+// runRollout is `legorl rollout`: one rollout of one task with one
+// harness against a local policy checkpoint, its rows written to the store
+// and its rollouts row printed as one JSON object.
+func runRollout(ctx context.Context, env *environ, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("rollout", stderr)
+	var sf storeFlags
+	sf.register(fs, env)
+	suitePath := fs.String("tasks", "", "suite: a .jsonl or .parquet file, or a folder with tasks.jsonl (required)")
+	id := fs.String("task", "", "instance_id of the task (required)")
+	harnessName := fs.String("harness", "", "harness: "+strings.Join(harness.Names(), ", ")+" (required)")
+	policyDir := fs.String("policy", "", "policy checkpoint folder: config.json, model.safetensors, tokenizer.json (required)")
+	run := fs.String("run", "", "run id (required)")
+	iteration := fs.Int("iteration", 0, "iteration of the run")
+	index := fs.Int("index", 0, "index of the rollout within the task's group (the rollout id derives from run, iteration, task and index)")
+	seed := fs.Uint64("seed", 0, "sampling seed of the rollout")
+	maxTurns := fs.Int("max-turns", 30, "agent turns at most")
+	maxTokens := fs.Int("max-tokens", 1024, "tokens of one completion at most, when the harness asks for no limit")
+	templateName := fs.String("template", "qwen3", "chat template: qwen3 or qwen3-coder")
+	agentPath := fs.String("agent", "", "the legorl-agent program (built-in harnesses); defaults to legorl-agent beside legorl")
+	backendName := fs.String("backend", "local", "sandbox backend: "+strings.Join(backendNames(), ", "))
+	agentTimeout := fs.Duration("agent-timeout", 30*time.Minute, "deadline of the agent")
+	gradeTimeout := fs.Duration("grade-timeout", 10*time.Minute, "deadline of grading")
+	if err := parseFlags(fs, stderr, args); err != nil {
+		return err
+	}
+	if *suitePath == "" || *id == "" || *harnessName == "" || *policyDir == "" || *run == "" {
+		return errors.New("--tasks, --task, --harness, --policy and --run are required (see legorl rollout -h)")
+	}
+	if err := storage.CheckName("run id", *run); err != nil {
+		return err
+	}
+	if *iteration < 0 || *iteration > 999999 || *index < 0 {
+		return fmt.Errorf("--iteration %d / --index %d out of range", *iteration, *index)
+	}
+	h, err := harness.Lookup(*harnessName)
+	if err != nil {
+		return err
+	}
+	templates := map[string]proxy.Template{"qwen3": chat.Qwen3{}, "qwen3-coder": chat.Qwen3Coder{}}
+	tmpl, ok := templates[*templateName]
+	if !ok {
+		return fmt.Errorf("unknown --template %q: want qwen3 or qwen3-coder", *templateName)
+	}
+	suite, err := tasks.Load(*suitePath)
+	if err != nil {
+		return err
+	}
+	inst, ok := suite.Find(*id)
+	if !ok {
+		return fmt.Errorf("task %q is not in %s", *id, *suitePath)
+	}
+	if *agentPath == "" {
+		*agentPath, err = findAgent()
+		if err != nil {
+			return err
+		}
+	}
+	newBackend, ok := sandboxBackends()[*backendName]
+	if !ok {
+		return fmt.Errorf("unknown backend %q: want one of %s", *backendName, strings.Join(backendNames(), ", "))
+	}
+
+	// The policy: checkpoint, tokenizer, engine, proxy.
+	m, err := model.Load(*policyDir)
+	if err != nil {
+		return err
+	}
+	tok, err := tokenizer.Load(filepath.Join(*policyDir, "tokenizer.json"))
+	if err != nil {
+		return fmt.Errorf("policy: %w", err)
+	}
+	if v := m.Config().VocabSize; v > tok.VocabSize() {
+		fmt.Fprintf(stderr, "legorl rollout: warning: the model's vocab_size %d exceeds the tokenizer's %d ids; a sampled id past them is bad output (the call fails)\n", v, tok.VocabSize())
+	}
+	version := int64(0)
+	if lin, err := trainer.ReadLineage(*policyDir); err != nil {
+		return err
+	} else if lin != nil {
+		version = lin.Version
+	}
+	eng := engine.New(m, version, engine.Options{})
+	defer eng.Close()
+	p, err := proxy.New(proxy.Options{Generator: eng, Tokenizer: tok, Template: tmpl, MaxTokens: *maxTokens,
+		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		return err
+	}
+	st, err := sf.open(ctx, env, true)
+	if err != nil {
+		return err
+	}
+	b, err := newBackend(ctx)
+	if err != nil {
+		return err
+	}
+	if c, ok := b.(io.Closer); ok {
+		defer c.Close()
+	}
+
+	it := int32(*iteration)
+	row, segs, steps, runErr := rollout.Run(ctx, rollout.Config{
+		Backend: b, Proxy: p, VocabSize: tok.VocabSize(), PolicyVersion: version,
+		Harness: h, AgentBinary: *agentPath, MaxTurns: *maxTurns,
+		SuiteDir: suite.Dir, Instance: inst,
+		RunID: *run, Iteration: it, RolloutID: rollout.ID(*run, it, inst.InstanceID, *index), Seed: *seed,
+		AgentTimeout: *agentTimeout, GradeTimeout: *gradeTimeout,
+	})
+	if runErr != nil && row.RolloutID == "" {
+		return runErr
+	}
+	var storeErr error
+	if runErr == nil {
+		storeErr = writeRows(ctx, st, row, segs, steps)
+	}
+	out, err := rowJSON(row)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s\n", out)
+	if runErr != nil {
+		return runErr
+	}
+	if storeErr != nil {
+		return fmt.Errorf("store: %w", storeErr)
+	}
+	return nil
+}
+
+// findAgent returns legorl-agent beside the running legorl.
+func findAgent() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(filepath.Dir(exe), agentProgram)
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("%s not found beside %s: build it with CGO_ENABLED=0 go build -o %s ./cmd/legorl-agent, or pass --agent",
+			agentProgram, exe, p)
+	}
+	return p, nil
+}
+
+// writeRows writes the rollout's rows to the store (one file per table,
+// named after the rollout, write-once) and commits them to the rollout
+// stage's manifest of the iteration.
+func writeRows(ctx context.Context, st storage.Store, row schemas.Rollout, segs []schemas.Segment, steps []schemas.Step) error {
+	ref := storage.ManifestRef{RunID: row.RunID, Iteration: int(row.Iteration), Stage: "rollout"}
+	foot := func(t schemas.Table) schemas.Footer {
+		return schemas.Footer{SchemaVersion: schemas.Version, Table: t, RunID: row.RunID, ConfigHash: "legorl-rollout",
+			PolicyVersion: row.PolicyVersion, CodeVersion: version}
+	}
+	var files []storage.FileEntry
+	add := func(e storage.FileEntry, err error) error {
+		if err == nil {
+			files = append(files, e)
+		}
+		return err
+	}
+	if err := add(storage.WriteFile(ctx, st, ref.DataKey("rollouts", row.RolloutID), foot(schemas.TableRollouts), []schemas.Rollout{row})); err != nil {
+		return err
+	}
+	if len(segs) > 0 {
+		if err := add(storage.WriteFile(ctx, st, ref.DataKey("segments", row.RolloutID), foot(schemas.TableSegments), segs)); err != nil {
+			return err
+		}
+	}
+	if len(steps) > 0 {
+		if err := add(storage.WriteFile(ctx, st, ref.DataKey("steps", row.RolloutID), foot(schemas.TableSteps), steps)); err != nil {
+			return err
+		}
+	}
+	_, err := storage.Commit(ctx, st, ref, files)
+	return err
+}
+
+// rowJSON encodes a row as one JSON object keyed by its column names, in
+// column order.
+func rowJSON(row any) ([]byte, error) {
+	v := reflect.ValueOf(row)
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i := 0; i < v.NumField(); i++ {
+		name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("parquet"), ",")
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(name)
+		val, err := json.Marshal(v.Field(i).Interface())
+		if err != nil {
+			return nil, err
+		}
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(val)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}

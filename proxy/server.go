@@ -1,0 +1,222 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"runtime/debug"
+	"strings"
+
+	"github.com/legorl/legorl/policy/chat"
+)
+
+// routes builds the proxy's paths. For every wire format NAME (chat/completions,
+// responses, messages):
+//
+//	POST /rollout/{id}/v1/NAME   a call of rollout id
+//	POST /v1/NAME                a call of DefaultRollout
+//
+// Anthropic's token counting (recorded nowhere, generates nothing):
+//
+//	POST /rollout/{id}/v1/messages/count_tokens, /v1/messages/count_tokens
+//
+// and for model discovery (OpenAI and Anthropic clients both read it):
+//
+//	GET /rollout/{id}/v1/models, /rollout/{id}/v1/models/{model}
+//	GET /v1/models, /v1/models/{model}
+//
+// Anything else is a 404 in the caller's format.
+func (p *Proxy) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	for name, f := range p.formats {
+		mux.Handle("/rollout/{id}/v1/"+name, p.guard(f, func(w http.ResponseWriter, r *http.Request) {
+			p.serveTurn(w, r, f, r.PathValue("id"))
+		}))
+		mux.Handle("/v1/"+name, p.guard(f, func(w http.ResponseWriter, r *http.Request) {
+			p.serveTurn(w, r, f, DefaultRollout)
+		}))
+	}
+	if f, ok := p.formats["messages"].(tokenCounter); ok {
+		mf := p.formats["messages"]
+		mux.Handle("/rollout/{id}/v1/messages/count_tokens", p.guard(mf, func(w http.ResponseWriter, r *http.Request) {
+			p.serveCount(w, r, mf, f, r.PathValue("id"))
+		}))
+		mux.Handle("/v1/messages/count_tokens", p.guard(mf, func(w http.ResponseWriter, r *http.Request) {
+			p.serveCount(w, r, mf, f, DefaultRollout)
+		}))
+	}
+	models := func(id func(*http.Request) string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			f := p.formatFor(r)
+			p.guard(f, func(w http.ResponseWriter, r *http.Request) { p.serveModels(w, r, f, id(r)) }).ServeHTTP(w, r)
+		})
+	}
+	pathID := func(r *http.Request) string { return r.PathValue("id") }
+	defaultID := func(*http.Request) string { return DefaultRollout }
+	mux.Handle("/rollout/{id}/v1/models", models(pathID))
+	mux.Handle("/rollout/{id}/v1/models/{model}", models(pathID))
+	mux.Handle("/v1/models", models(defaultID))
+	mux.Handle("/v1/models/{model}", models(defaultID))
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.formatFor(r).fail(w, notFound("", "proxy: no route for %s %s", r.Method, r.URL.Path))
+	}))
+	return mux
+}
+
+// formatFor guesses the caller's wire format for a path that has none of
+// its own (models, unknown paths): Anthropic clients send an
+// anthropic-version header and call .../messages.
+func (p *Proxy) formatFor(r *http.Request) wireFormat {
+	if f, ok := p.formats["messages"]; ok &&
+		(r.Header.Get("anthropic-version") != "" || strings.HasSuffix(r.URL.Path, "/messages")) {
+		return f
+	}
+	return p.formats["chat/completions"]
+}
+
+// serveTurn serves one call: it reads and decodes the body, checks the
+// model, waits for the rollout's turn and runs the call.
+func (p *Proxy) serveTurn(w http.ResponseWriter, r *http.Request, f wireFormat, id string) {
+	body, ok := p.readBody(w, r, f)
+	if !ok {
+		return
+	}
+	turn, e := f.decode(body)
+	if e != nil {
+		f.fail(w, e)
+		return
+	}
+	if !p.accepts(turn.Model) {
+		f.fail(w, unknownModel(turn.Model))
+		return
+	}
+	ro, err := p.lockRollout(r.Context(), id)
+	if err != nil {
+		if errors.Is(err, ErrNoRollout) {
+			f.fail(w, unknownRollout(id))
+			return
+		}
+		e, _, _ := engineError(err)
+		f.fail(w, e)
+		return
+	}
+	defer ro.unlock()
+	p.call(r.Context(), w, f, ro, turn)
+}
+
+// tokenCounter is a wire format with a token-counting endpoint (Anthropic
+// Messages' count_tokens).
+type tokenCounter interface {
+	decodeCountTokens(body []byte) (Turn, *apiError)
+	countTokens(w http.ResponseWriter, inputTokens int)
+}
+
+// readBody reads a request body of at most the configured size, answering
+// the error itself; ok is false when it did.
+func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, f wireFormat) (body []byte, ok bool) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		f.fail(w, methodNotAllowed(r.Method))
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.opt.MaxBodyBytes))
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			f.fail(w, tooLarge(mb.Limit))
+			return nil, false
+		}
+		f.fail(w, badRequest("", "proxy: reading the request body: %v", err))
+		return nil, false
+	}
+	return body, true
+}
+
+// serveCount answers a token count: the length of the prompt the call
+// would send the engine, exactly (the recorder places it without recording
+// anything: a call that extends its segment counts the recorded tokens
+// plus the new suffix, which may differ from tokenizing the whole text).
+func (p *Proxy) serveCount(w http.ResponseWriter, r *http.Request, f wireFormat, c tokenCounter, id string) {
+	body, ok := p.readBody(w, r, f)
+	if !ok {
+		return
+	}
+	turn, e := c.decodeCountTokens(body)
+	if e != nil {
+		f.fail(w, e)
+		return
+	}
+	if !p.accepts(turn.Model) {
+		f.fail(w, unknownModel(turn.Model))
+		return
+	}
+	prompt, err := p.opt.Template.Render(turn.Messages, turn.Tools,
+		chat.Options{AddGenerationPrompt: true, DisableThinking: turn.DisableThinking})
+	if err != nil {
+		f.fail(w, badRequest("messages", "proxy: the conversation cannot be rendered: %v", err))
+		return
+	}
+	ro, err := p.lockRollout(r.Context(), id)
+	if err != nil {
+		if errors.Is(err, ErrNoRollout) {
+			f.fail(w, unknownRollout(id))
+			return
+		}
+		e, _, _ := engineError(err)
+		f.fail(w, e)
+		return
+	}
+	pl := ro.rec.place(describe(prompt, turn), p.encode)
+	ro.unlock()
+	c.countTokens(w, len(pl.prompt))
+}
+
+// guard recovers a panic in h into a 500 in f's format (or, once a stream
+// has begun, ends the connection): a bug in one request never takes the
+// process down.
+func (p *Proxy) guard(f wireFormat, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tw := &trackWriter{ResponseWriter: w}
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			p.opt.Logger.Error("proxy: recovered panic", "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+			if tw.wrote {
+				panic(http.ErrAbortHandler) // a stream already began: cut it
+			}
+			f.fail(tw, serverError("proxy: internal error"))
+		}()
+		h(tw, r)
+	})
+}
+
+// trackWriter notes whether a response has begun.
+type trackWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (w *trackWriter) WriteHeader(code int) {
+	w.wrote = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *trackWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush passes flushes through, for event streams.
+func (w *trackWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *trackWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
