@@ -257,6 +257,34 @@ func TestRolloutLifecycle(t *testing.T) {
 	}
 }
 
+// TestRotate: Rotate hands back what the rollout recorded and leaves a
+// fresh one open under the same id and options, with nothing lost between.
+func TestRotate(t *testing.T) {
+	tok := testTokenizer(t)
+	p, srv := testProxy(t, newScripted(t, tok, "one<|im_end|>", "two<|im_end|>", "three<|im_end|>"))
+	url := srv.URL + "/rollout/r1/v1/chat/completions"
+	postChat(t, url, okBody)
+	postChat(t, url, okBody) // a retry of the first call: rolled back, one segment
+	rec, err := p.Rotate("r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Metrics.Calls != 2 || len(rec.Segments) != 1 || rec.Segments[0].RunID != "run" {
+		t.Fatalf("first record: calls %d, %d segments, %+v", rec.Metrics.Calls, len(rec.Segments), rec.Info)
+	}
+	postChat(t, url, okBody)
+	rec2 := finish(t, p, "r1")
+	if rec2.Metrics.Calls != 1 || len(rec2.Segments) != 1 || rec2.Segments[0].RunID != "run" || rec2.Segments[0].Iteration != 2 {
+		t.Fatalf("second record: calls %d, %+v", rec2.Metrics.Calls, rec2.Segments)
+	}
+	if got := decode(t, tok, rec2.Segments[0].CompletionTokenIDs); got != "three<|im_end|>" {
+		t.Errorf("second record completion %q", got)
+	}
+	if _, err := p.Rotate("nope"); !errors.Is(err, ErrNoRollout) {
+		t.Errorf("Rotate of an unknown rollout: %v", err)
+	}
+}
+
 // TestModelsSDK: the OpenAI SDK lists and retrieves the model.
 func TestModelsSDK(t *testing.T) {
 	_, srv := testProxy(t, newScripted(t, testTokenizer(t)))

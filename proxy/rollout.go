@@ -183,6 +183,28 @@ func (p *Proxy) Finish(id string) (Record, error) {
 	return ro.record(), nil
 }
 
+// Rotate ends rollout id and opens a fresh one under the same id in one
+// step, so no call falls between them (legorl serve records its default
+// rollout this way, periodically). It returns what the old one recorded,
+// after the call in progress, if any, has finished; later calls go to the
+// new rollout, which keeps the old one's options.
+func (p *Proxy) Rotate(id string) (Record, error) {
+	p.mu.Lock()
+	ro, ok := p.rollouts[id]
+	if ok {
+		p.rollouts[id] = &rollout{id: id, opt: ro.opt, sampling: ro.sampling, sem: make(chan struct{}, 1),
+			rec: newRecorder(), m: Metrics{Forks: map[string]int{}}}
+	}
+	p.mu.Unlock()
+	if !ok {
+		return Record{}, fmt.Errorf("%w: %s", ErrNoRollout, id)
+	}
+	ro.lock(context.Background())
+	defer ro.unlock()
+	ro.closed = true
+	return ro.record(), nil
+}
+
 // sessionEnder is implemented by generators that keep a KV cache per
 // session (the local engine): Finish frees the rollout's.
 type sessionEnder interface{ EndSession(id string) }

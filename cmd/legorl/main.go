@@ -34,6 +34,7 @@ func commands() map[string]command {
 		"tokenizer": {"encode, decode or train a byte-level BPE tokenizer.json", runTokenizer},
 		"model":     {"initialise a Qwen3 checkpoint or score completions with one (logprobs, routing)", runModel},
 		"sandbox":   {"run a command in a fresh sandbox (exec), or grade a diff against hidden tests (grade)", runSandbox},
+		"serve":     {"serve the policy over OpenAI and Anthropic APIs (engine + proxy), recording what it generates", runServe},
 		"rollout":   {"run one agent episode on one task against a policy checkpoint and print its row", runRollout},
 		"train":     {"one policy update from an iteration's stored rollouts, published as the next checkpoint", runTrain},
 	}

@@ -15,15 +15,11 @@ import (
 	"time"
 
 	"github.com/legorl/legorl/harness"
-	"github.com/legorl/legorl/policy/chat"
 	"github.com/legorl/legorl/policy/engine"
-	"github.com/legorl/legorl/policy/model"
-	"github.com/legorl/legorl/policy/tokenizer"
 	"github.com/legorl/legorl/proxy"
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/tasks"
-	"github.com/legorl/legorl/trainer"
 	"github.com/legorl/legorl/transforms/rollout"
 )
 
@@ -68,10 +64,9 @@ func runRollout(ctx context.Context, env *environ, args []string, stdout, stderr
 	if err != nil {
 		return err
 	}
-	templates := map[string]proxy.Template{"qwen3": chat.Qwen3{}, "qwen3-coder": chat.Qwen3Coder{}}
-	tmpl, ok := templates[*templateName]
-	if !ok {
-		return fmt.Errorf("unknown --template %q: want qwen3 or qwen3-coder", *templateName)
+	tmpl, err := templateByName(*templateName)
+	if err != nil {
+		return err
 	}
 	suite, err := tasks.Load(*suitePath)
 	if err != nil {
@@ -93,24 +88,12 @@ func runRollout(ctx context.Context, env *environ, args []string, stdout, stderr
 	}
 
 	// The policy: checkpoint, tokenizer, engine, proxy.
-	m, err := model.Load(*policyDir)
+	pol, err := loadPolicy(*policyDir, "rollout", stderr)
 	if err != nil {
 		return err
 	}
-	tok, err := tokenizer.Load(filepath.Join(*policyDir, "tokenizer.json"))
-	if err != nil {
-		return fmt.Errorf("policy: %w", err)
-	}
-	if v := m.Config().VocabSize; v > tok.VocabSize() {
-		fmt.Fprintf(stderr, "legorl rollout: warning: the model's vocab_size %d exceeds the tokenizer's %d ids; a sampled id past them is bad output (the call fails)\n", v, tok.VocabSize())
-	}
-	version := int64(0)
-	if lin, err := trainer.ReadLineage(*policyDir); err != nil {
-		return err
-	} else if lin != nil {
-		version = lin.Version
-	}
-	eng := engine.New(m, version, engine.Options{})
+	version, tok := pol.version, pol.tok
+	eng := engine.New(pol.model, version, engine.Options{})
 	defer eng.Close()
 	p, err := proxy.New(proxy.Options{Generator: eng, Tokenizer: tok, Template: tmpl, MaxTokens: *maxTokens,
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/legorl/legorl/harness/agent"
-	"github.com/legorl/legorl/policy/tokenizer"
 	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/tasks/builtin"
 )
@@ -34,21 +33,7 @@ func TestRollout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const tokPath = "../../policy/tokenizer/testdata/small/tokenizer.json"
-	tok, err := tokenizer.Load(tokPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// vocab_size is the tokenizer's: policy/model/testdata/tiny.json has
-	// 4096, past this tokenizer's ids, which a random model samples.
-	cfg := filepath.Join(dir, "config.json")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`{"model_type": "qwen3", "vocab_size": %d, "hidden_size": 64, "intermediate_size": 128,
-		"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-		"max_position_embeddings": 4096, "tie_word_embeddings": true}`, tok.VocabSize())), 0o644)
-	policy := filepath.Join(dir, "policy")
-	if code, _, stderr := runCLI(t, testEnv(nil), "model", "init", "--config", cfg, "--tokenizer", tokPath, "--out", policy); code != 0 {
-		t.Fatal(stderr)
-	}
+	policy := testPolicy(t)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/legorl/legorl/policy/engine"
+	"github.com/legorl/legorl/policy/remote"
+	"github.com/legorl/legorl/proxy"
+	"github.com/legorl/legorl/schemas"
+	"github.com/legorl/legorl/storage"
+)
+
+// runServe runs the engine and the proxy standalone: for developing harness
+// adapters, and for users who point their own agents at the policy. Agents
+// use the base URL http://ADDR/v1 (OpenAI Chat Completions and Responses,
+// Anthropic Messages). With --record, what the policy generated is written
+// as segments Parquet under stage "serve" of the run: every --flush and on
+// shutdown.
+func runServe(ctx context.Context, env *environ, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", stderr)
+	policyDir := fs.String("policy", "", "policy checkpoint folder: config.json, model.safetensors, tokenizer.json (required; with --remote, only its tokenizer.json is used)")
+	addr := fs.String("addr", "127.0.0.1:8000", "address to listen on")
+	templateName := fs.String("template", "qwen3", "chat template: "+templateNames)
+	modelName := fs.String("model-name", "legorl", "model name in replies and /v1/models (requests may name any model)")
+	record := fs.String("record", "", "store URI to record segments to (file:// or s3://); empty: record nothing")
+	run := fs.String("run", "serve", "run id of the recorded segments")
+	flush := fs.Duration("flush", time.Minute, "how often recorded segments are written (and on shutdown)")
+	temperature := fs.Float64("temperature", 1, "sampling temperature (requests cannot change it)")
+	topP := fs.Float64("top-p", 1, "nucleus sampling cut, in (0, 1]")
+	topK := fs.Int("top-k", 0, "keep the K most likely tokens; 0: no cut")
+	seed := fs.Uint64("seed", 0, "sampling seed; each call's seed derives from it and the call index")
+	maxTokens := fs.Int("max-tokens", 0, "completion limit when a request sets none; 0: up to the context")
+	remoteKind := fs.String("remote", "", "generate on a remote engine instead: vllm or sglang")
+	remoteURL := fs.String("remote-url", "", "base URL of the remote engine, e.g. http://gpu-host:8000")
+	if err := parseFlags(fs, stderr, args); err != nil {
+		return err
+	}
+	if *policyDir == "" {
+		return errors.New("--policy is required")
+	}
+	if *flush <= 0 {
+		return fmt.Errorf("--flush %v must be positive", *flush)
+	}
+	if err := storage.CheckName("run id", *run); err != nil {
+		return err
+	}
+	tmpl, err := templateByName(*templateName)
+	if err != nil {
+		return err
+	}
+	var st storage.Store
+	if *record != "" {
+		sf := storeFlags{uri: *record, endpoint: env.S3Endpoint}
+		if st, err = sf.open(ctx, env, true); err != nil {
+			return err
+		}
+	}
+	pol, err := loadPolicy(*policyDir, "serve", stderr)
+	if err != nil {
+		return err
+	}
+	var gen proxy.Generator
+	switch *remoteKind {
+	case "":
+		eng := engine.New(pol.model, pol.version, engine.Options{})
+		defer eng.Close()
+		gen = eng
+	case "vllm", "sglang":
+		if *remoteURL == "" {
+			return fmt.Errorf("--remote %s needs --remote-url", *remoteKind)
+		}
+		opt := remote.Options{Model: *modelName, VocabSize: pol.tok.VocabSize(),
+			ContextLength: pol.model.Config().MaxPositionEmbeddings, Version: pol.version, Stream: true}
+		newRemote := map[string]func(string, remote.Options) (*remote.Engine, error){"vllm": remote.NewVLLM, "sglang": remote.NewSGLang}
+		r, err := newRemote[*remoteKind](*remoteURL, opt)
+		if err != nil {
+			return err
+		}
+		gen = r
+	default:
+		return fmt.Errorf("unknown --remote %q: want vllm or sglang", *remoteKind)
+	}
+	p, err := proxy.New(proxy.Options{Generator: gen, Tokenizer: pol.tok, Template: tmpl, ModelName: *modelName,
+		Sampling:  engine.Sampling{Temperature: *temperature, TopP: *topP, TopK: *topK},
+		MaxTokens: *maxTokens,
+		Logger:    slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		return err
+	}
+	// Reopen the default rollout with the run id and seed of the flags.
+	if _, err := p.Finish(proxy.DefaultRollout); err != nil {
+		return err
+	}
+	if err := p.Open(proxy.DefaultRollout, proxy.RolloutOptions{RunID: *run, Seed: *seed}); err != nil {
+		return err
+	}
+
+	l, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	fmt.Fprintf(stdout, "legorl serve: policy %s (version %d) at http://%s/v1\n", *policyDir, pol.version, l.Addr())
+
+	rec := &recorder{st: st, run: *run, stderr: stderr}
+	tick := time.NewTicker(*flush)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-served:
+			return fmt.Errorf("serve: %w", err)
+		case <-tick.C:
+			if err := rec.flush(ctx, p); err != nil {
+				fmt.Fprintf(stderr, "legorl serve: record: %s\n", oneLine(err.Error()))
+			}
+		case <-ctx.Done():
+			shut, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := srv.Shutdown(shut)
+			cancel()
+			if ferr := rec.flush(context.Background(), p); ferr != nil {
+				return fmt.Errorf("record on shutdown: %w", ferr)
+			}
+			if err != nil {
+				return fmt.Errorf("shutdown: %w", err)
+			}
+			fmt.Fprintf(stdout, "legorl serve: stopped; %d segments recorded in %d files\n", rec.segments, rec.files)
+			return nil
+		}
+	}
+}
+
+// recorder writes what the default rollout recorded, one segments file per
+// flush: the rollout is rotated (no call is lost between), and its rows get
+// the rollout id "serve-NNNNNN" of the flush so that ids never repeat.
+type recorder struct {
+	st     storage.Store // nil: record nothing
+	run    string
+	stderr io.Writer
+
+	n, files, segments int
+}
+
+func (r *recorder) flush(ctx context.Context, p *proxy.Proxy) error {
+	if r.st == nil {
+		return nil
+	}
+	rec, err := p.Rotate(proxy.DefaultRollout)
+	if err != nil {
+		return err
+	}
+	if len(rec.Segments) == 0 {
+		return nil
+	}
+	// The flush number continues after what earlier runs of serve committed.
+	ref := storage.ManifestRef{RunID: r.run, Iteration: 0, Stage: "serve"}
+	if r.n == 0 {
+		if m, err := storage.Latest(ctx, r.st, ref); err == nil {
+			r.n = len(m.Files)
+		} else if !errors.Is(err, storage.ErrNotFound) {
+			return err
+		}
+	}
+	id := fmt.Sprintf("serve-%06d", r.n)
+	for i := range rec.Segments {
+		rec.Segments[i].RolloutID = id
+	}
+	foot := schemas.Footer{SchemaVersion: schemas.Version, Table: schemas.TableSegments, RunID: r.run,
+		ConfigHash: "legorl-serve", PolicyVersion: rec.Segments[0].PolicyVersion, CodeVersion: version}
+	e, err := storage.WriteFile(ctx, r.st, ref.DataKey("segments", id), foot, rec.Segments)
+	if err != nil {
+		return err
+	}
+	if _, err := storage.Commit(ctx, r.st, ref, []storage.FileEntry{e}); err != nil {
+		return err
+	}
+	r.n++
+	r.files++
+	r.segments += len(rec.Segments)
+	return nil
+}
