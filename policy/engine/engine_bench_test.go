@@ -36,6 +36,31 @@ func BenchmarkDecode(b *testing.B) {
 			b.ReportMetric(float64(b.N*n*gen)/b.Elapsed().Seconds(), "tokens/s")
 		})
 	}
+	// The anchor, same run: one sequence decoded with the model's own
+	// Cache.Extend (packed Sgemm, not batch-invariant), argmax, no engine.
+	b.Run("anchor=extend", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			c := m.NewCache()
+			logits, _, err := c.Extend(randPrompt(uint64(i), prompt), nil)
+			for range gen {
+				if err != nil {
+					b.Fatal(err)
+				}
+				logits, _, err = c.Extend([]int32{int32(argmax(logits))}, nil)
+			}
+		}
+		b.ReportMetric(float64(b.N*gen)/b.Elapsed().Seconds(), "tokens/s")
+	})
+}
+
+func argmax(xs []float32) int {
+	best := 0
+	for i, x := range xs {
+		if x > xs[best] {
+			best = i
+		}
+	}
+	return best
 }
 
 // BenchmarkPrefill reports prompt tokens per second for one 512-token
@@ -53,6 +78,17 @@ func BenchmarkPrefill(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "tokens/s")
+		})
+		// The anchor: the same prompt through Cache.Extend in one call.
+		b.Run(cfg+"/anchor=extend", func(b *testing.B) {
+			m := tinyModel(b, cfg, 1, 0)
+			prompt := randPrompt(1, 512)
+			for b.Loop() {
+				if _, _, err := m.NewCache().Extend(prompt, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*512)/b.Elapsed().Seconds(), "tokens/s")
 		})
 	}
 }
