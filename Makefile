@@ -64,7 +64,7 @@ $(BIN)/%: FORCE
 
 FORCE:
 
-tools: $(VERSITYGW_STAMP) $(DUCKDB_STAMP) $(TOKREF_STAMP) jinja-ref torch-ref pytest-ref /usr/bin/bwrap ## install the test services and tools into .cache and tools/ (idempotent)
+tools: $(VERSITYGW_STAMP) $(DUCKDB_STAMP) $(TOKREF_STAMP) jinja-ref torch-ref pytest-ref /usr/bin/bwrap /usr/bin/chromedriver ## install the test services and tools into .cache and tools/ (idempotent)
 
 $(VERSITYGW_STAMP):
 	@echo "installing versitygw $(VERSITYGW_VERSION) into $(CACHE)/bin (a few minutes the first time)"
@@ -90,6 +90,16 @@ jinja-ref:
 pytest-ref:
 	@/usr/bin/python3 -c 'import pytest' 2>/dev/null && command -v git >/dev/null || { echo "installing python3-pytest from Debian"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-pytest git; }
+
+# Debian's headless Chromium and its driver: the browser of the dashboard's
+# tests (monitor/browser_test.go, over the DevTools protocol), which fail
+# without it when CI=true. Their screenshots go to $(LEGORL_TEST_ARTIFACTS)/monitor.
+export LEGORL_TEST_ARTIFACTS ?= $(CACHE)/artifacts
+/usr/bin/chromedriver:
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver
+
+dashboard-png: /usr/bin/chromedriver ## rewrite docs/img/dashboard.png from the dashboard's browser test
+	$(GO) test -count=1 -run '^TestBrowser$$' ./monitor -update-screenshot
 
 # bubblewrap: the anchor of the local sandbox benchmark.
 /usr/bin/bwrap:

@@ -37,6 +37,7 @@ func commands() map[string]command {
 		"serve":     {"serve the policy over OpenAI and Anthropic APIs (engine + proxy), recording what it generates", runServe},
 		"rollout":   {"run one agent episode on one task against a policy checkpoint and print its row", runRollout},
 		"train":     {"one policy update from an iteration's stored rollouts, published as the next checkpoint", runTrain},
+		"monitor":   {"serve the live dashboard of a store's runs (reward, failures, tool use, logprobs, trajectories)", runMonitor},
 	}
 }
 
