@@ -12,6 +12,8 @@ VERSITYGW         := $(CACHE)/bin/versitygw
 VERSITYGW_STAMP   := $(CACHE)/versitygw-$(VERSITYGW_VERSION).stamp
 DUCKDB_STAMP      := tools/duckdb/node_modules/.legorl-installed
 TOKREF_STAMP      := tools/tokenizer-ref/node_modules/.legorl-installed
+NOTEBOOK_STAMP    := $(CACHE)/notebook-debs.stamp
+NOTEBOOK_DEBS     := jupyter-notebook jupyter-nbconvert jupyter-client python3-ipykernel python3-pandas python3-matplotlib
 
 FUZZTIME ?= 20s
 
@@ -33,6 +35,7 @@ test: tools lint ## the whole suite: installs and starts what it needs (versityg
 	scripts/docker/start-dockerd.sh >/dev/null
 	DOCKER_HOST=$(LEGORL_DOCKER_HOST) scripts/docker/base-image.sh
 	$(GO) test -count=1 -timeout 40m ./... ; rc=$$?; scripts/docker/stop-dockerd.sh; exit $$rc
+	LEGORL_NOTEBOOKS=1 $(GO) test -count=1 -timeout 20m -run '^TestNotebooks$$' ./cmd/legorl
 	$(GO) test -count=1 -tags purego ./policy/kernels
 	@set -e; for t in $(TEST_FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
 		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 100x $$pkg; done
@@ -64,7 +67,7 @@ $(BIN)/%: FORCE
 
 FORCE:
 
-tools: $(VERSITYGW_STAMP) $(DUCKDB_STAMP) $(TOKREF_STAMP) jinja-ref torch-ref pytest-ref /usr/bin/bwrap /usr/bin/chromedriver ## install the test services and tools into .cache and tools/ (idempotent)
+tools: $(VERSITYGW_STAMP) $(DUCKDB_STAMP) $(TOKREF_STAMP) $(NOTEBOOK_STAMP) jinja-ref torch-ref pytest-ref /usr/bin/bwrap /usr/bin/chromedriver ## install the test services and tools into .cache and tools/ (idempotent)
 
 $(VERSITYGW_STAMP):
 	@echo "installing versitygw $(VERSITYGW_VERSION) into $(CACHE)/bin (a few minutes the first time)"
@@ -100,6 +103,13 @@ export LEGORL_TEST_ARTIFACTS ?= $(CACHE)/artifacts
 
 dashboard-png: /usr/bin/chromedriver ## rewrite docs/img/dashboard.png from the dashboard's browser test
 	$(GO) test -count=1 -run '^TestBrowser$$' ./monitor -update-screenshot
+
+# Debian's Jupyter, pandas and matplotlib: `make test` executes every notebook
+# in notebooks/ headless with them (cmd/legorl TestNotebooks, /usr/bin/python3).
+$(NOTEBOOK_STAMP):
+	@dpkg -s $(NOTEBOOK_DEBS) >/dev/null 2>&1 || { echo "installing Jupyter, pandas and matplotlib from Debian"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(NOTEBOOK_DEBS); }
+	@mkdir -p $(CACHE) && touch $@
 
 # bubblewrap: the anchor of the local sandbox benchmark.
 /usr/bin/bwrap:
