@@ -36,6 +36,7 @@ func commands() map[string]command {
 		"sandbox":   {"run a command in a fresh sandbox (exec), or grade a diff against hidden tests (grade)", runSandbox},
 		"serve":     {"serve the policy over OpenAI and Anthropic APIs (engine + proxy), recording what it generates", runServe},
 		"rollout":   {"run one agent episode on one task against a policy checkpoint and print its row", runRollout},
+		"sft":       {"supervised warm start on demonstrations (sft), or write the scripted solver's demonstrations (sft demos)", runSFT},
 		"train":     {"one policy update from an iteration's stored rollouts, published as the next checkpoint", runTrain},
 		"monitor":   {"serve the live dashboard of a store's runs (reward, failures, tool use, logprobs, trajectories)", runMonitor},
 	}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/legorl/legorl/trainer"
+)
+
+// TestSFT runs `legorl sft demos` for both agents on a generated suite and
+// `legorl sft` on the demonstrations with a tiny random policy: the
+// checkpoint is written with an sft lineage and the loss falls.
+func TestSFT(t *testing.T) {
+	dir := t.TempDir()
+	suite := filepath.Join(dir, "suite")
+	if code, stdout, stderr := runCLI(t, testEnv(nil), "tasks", "generate", "--n", "6", "--seed", "3", "--out", suite); code != 0 {
+		t.Fatalf("generate: %s %s", stdout, stderr)
+	}
+	var files []string
+	for _, h := range []string{"bash", "tools"} {
+		out := filepath.Join(dir, h+".jsonl")
+		code, stdout, stderr := runCLI(t, testEnv(nil), "sft", "demos", "--tasks", suite, "--harness", h, "--out", out, "--n", "2", "--grade", "local")
+		if code != 0 || !strings.Contains(stdout, "2 "+h+" demonstrations") || strings.Count(stderr, "graded reward 1") != 2 {
+			t.Fatalf("sft demos %s: exit %d: %s %s", h, code, stdout, stderr)
+		}
+		files = append(files, out)
+	}
+	// Both formats in one file.
+	var all []byte
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		all = append(all, b...)
+	}
+	demos := filepath.Join(dir, "demos.jsonl")
+	os.WriteFile(demos, all, 0o644)
+
+	policy := testPolicy(t)
+	out := filepath.Join(dir, "sft")
+	code, stdout, stderr := runCLI(t, testEnv(nil), "sft", "--demos", demos, "--policy", policy, "--out", out,
+		"--epochs", "2", "--lr", "3e-3", "--batch", "4", "--seed", "1")
+	if code != 0 || !strings.Contains(stdout, "from 4 conversations") || !strings.Contains(stderr, "step 2/2") {
+		t.Fatalf("sft: exit %d: %s %s", code, stdout, stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "lineage.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lin trainer.SFTLineage
+	if err := json.Unmarshal(b, &lin); err != nil {
+		t.Fatal(err)
+	}
+	if lin.Kind != "sft" || lin.Demos.SHA256 == "" || lin.Demos.Turns != 12 || lin.ConfigHash == "" || !(lin.FinalLoss < lin.Steps[0].Loss) {
+		t.Errorf("lineage: kind %q, demos %+v, final loss %v, first %v", lin.Kind, lin.Demos, lin.FinalLoss, lin.Steps[0].Loss)
+	}
+
+	// Bad input: one line naming the file and line; nothing written.
+	bad := filepath.Join(dir, "bad.jsonl")
+	os.WriteFile(bad, append(all, []byte("not json\n")...), 0o644)
+	code, _, stderr = runCLI(t, testEnv(nil), "sft", "--demos", bad, "--policy", policy, "--out", filepath.Join(dir, "x"))
+	if code != 2 || !strings.Contains(stderr, "bad.jsonl:5") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("bad demos: exit %d: %q", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x")); err == nil {
+		t.Error("a checkpoint was written from bad demos")
+	}
+	code, _, stderr = runCLI(t, testEnv(nil), "sft", "demos", "--tasks", suite, "--harness", "pi", "--out", filepath.Join(dir, "pi.jsonl"))
+	if code != 2 || !strings.Contains(stderr, "want bash or tools") {
+		t.Errorf("pi: exit %d: %q", code, stderr)
+	}
+}

@@ -1,0 +1,131 @@
+package scripted_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/legorl/legorl/harness/scripted"
+	"github.com/legorl/legorl/sandbox/grade"
+	"github.com/legorl/legorl/sandbox/local"
+	"github.com/legorl/legorl/tasks"
+	"github.com/legorl/legorl/tasks/builtin"
+)
+
+// suite generates a small built-in suite and returns its folder and
+// instances.
+func suite(t *testing.T, n int) (string, []tasks.Instance) {
+	t.Helper()
+	dir := t.TempDir()
+	ins, err := builtin.Generate(context.Background(), dir, builtin.Options{N: n, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, ins
+}
+
+func TestRefusesHeldout(t *testing.T) {
+	dir, ins := suite(t, 14)
+	seen := map[string]bool{}
+	for i := range ins {
+		in := &ins[i]
+		if in.Split == tasks.SplitTrain {
+			continue
+		}
+		seen[in.Split] = true
+		for _, a := range scripted.Formats() {
+			if _, err := scripted.Solve(context.Background(), dir, in, a, scripted.Options{}); !errors.Is(err, scripted.ErrHeldout) || !strings.Contains(err.Error(), in.InstanceID) {
+				t.Errorf("%s (%s) %s: err %v, want ErrHeldout naming the task", in.InstanceID, in.Split, a, err)
+			}
+		}
+	}
+	if !seen[tasks.SplitHeldoutFamily] {
+		t.Errorf("no held-out family in the suite: %v", seen)
+	}
+	// A relabelled held-out instance is still refused.
+	for i := range ins {
+		if ins[i].Split != tasks.SplitTrain {
+			in := ins[i]
+			in.Split = tasks.SplitTrain
+			if err := scripted.CheckTrain(&in); !errors.Is(err, scripted.ErrHeldout) {
+				t.Errorf("%s relabelled train: %v", in.InstanceID, err)
+			}
+		}
+	}
+}
+
+// TestDemosGrade: for a few training instances of each language, both
+// agents' demonstrations leave a diff that passes the hidden tests, and
+// their conversations have the agents' shape.
+func TestDemosGrade(t *testing.T) {
+	if testing.Short() {
+		t.Skip("grades in a sandbox")
+	}
+	dir, ins := suite(t, 12)
+	ctx := context.Background()
+	g := grade.New(local.New(local.Options{}), grade.Options{})
+	langs := map[string]int{}
+	for i := range ins {
+		in := &ins[i]
+		if in.Split != tasks.SplitTrain || langs[in.Language] >= 2 {
+			continue
+		}
+		langs[in.Language]++
+		for _, a := range scripted.Formats() {
+			d, err := scripted.Solve(ctx, dir, in, a, scripted.Options{})
+			if err != nil {
+				t.Fatalf("%s %s: %v", in.InstanceID, a, err)
+			}
+			gr, err := g.Grade(ctx, dir, in, d.Diff)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if gr.Reward != 1 {
+				t.Errorf("%s %s (%s): reward %v %s %v; diff:\n%s", in.InstanceID, a, in.Family, gr.Reward, gr.Outcome, gr.F2PFailed, d.Diff)
+			}
+			checkShape(t, d)
+		}
+	}
+	if langs["python"] == 0 || langs["go"] == 0 {
+		t.Errorf("languages covered: %v", langs)
+	}
+}
+
+func checkShape(t *testing.T, d *scripted.Demo) {
+	t.Helper()
+	var b bytes.Buffer
+	if err := scripted.WriteJSONL(&b, []*scripted.Demo{d}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(b.String(), "\n") != 1 || strings.Contains(b.String(), "legorl-scripted-") {
+		t.Errorf("%s: the line names the temporary folder or is not one line", d.InstanceID)
+	}
+	ms := d.Messages
+	if len(ms) < 5 || ms[0].Role != "system" || ms[1].Role != "user" || ms[len(ms)-1].Role != "assistant" {
+		t.Fatalf("%s %s: roles %v", d.InstanceID, d.Agent, ms)
+	}
+	if !strings.Contains(ms[0].Content, scripted.DefaultWorkdir) {
+		t.Errorf("system prompt does not name %s", scripted.DefaultWorkdir)
+	}
+	last := ms[len(ms)-1]
+	switch d.Agent {
+	case "bash":
+		if len(d.Tools) != 0 || !strings.Contains(last.Content, "```bash\necho COMPLETE_TASK_AND_SUBMIT\n```") {
+			t.Errorf("bash demo ends with %q", last.Content)
+		}
+	case "tools":
+		if len(d.Tools) != 5 || len(last.ToolCalls) != 1 || last.ToolCalls[0].Name != "submit" {
+			t.Errorf("tools demo: %d tools, last %+v", len(d.Tools), last)
+		}
+		for _, m := range ms {
+			for _, tc := range m.ToolCalls {
+				if !json.Valid(tc.Arguments) {
+					t.Errorf("arguments %q", tc.Arguments)
+				}
+			}
+		}
+	}
+}

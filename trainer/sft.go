@@ -1,0 +1,460 @@
+package trainer
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/legorl/legorl/policy/chat"
+	"github.com/legorl/legorl/policy/model"
+	"github.com/legorl/legorl/policy/safetensors"
+	"github.com/legorl/legorl/policy/tokenizer"
+)
+
+// LineageKindSFT is the kind of a lineage written by SFT.
+const LineageKindSFT = "sft"
+
+// Demo is one demonstration conversation: a line of a demonstrations file
+// (JSON lines, as harness/scripted writes them). Fields other than these
+// are ignored.
+type Demo struct {
+	InstanceID string         `json:"instance_id,omitempty"`
+	Agent      string         `json:"agent,omitempty"`
+	Messages   []chat.Message `json:"messages"`
+	Tools      []chat.Tool    `json:"tools,omitempty"`
+}
+
+// ReadDemos reads a demonstrations file and returns its conversations and
+// the file's sha256. A line that is not a JSON object with messages, or
+// whose conversation has no assistant turn, is an error naming the file
+// and line (wrapping ErrData); blank lines are skipped.
+func ReadDemos(path string) ([]Demo, string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: demos: %w", ErrData, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	sc := bufio.NewScanner(io.TeeReader(f, h))
+	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
+	var out []Demo
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" {
+			continue
+		}
+		var d Demo
+		dec := json.NewDecoder(strings.NewReader(text))
+		if err := dec.Decode(&d); err != nil {
+			return nil, "", fmt.Errorf("%w: %s:%d: %v", ErrData, path, line, err)
+		}
+		if dec.More() {
+			return nil, "", fmt.Errorf("%w: %s:%d: more than one JSON value on the line", ErrData, path, line)
+		}
+		if err := checkDemo(d); err != nil {
+			return nil, "", fmt.Errorf("%w: %s:%d: %v", ErrData, path, line, err)
+		}
+		out = append(out, d)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, "", fmt.Errorf("%w: %s: %w", ErrData, path, err)
+	}
+	if len(out) == 0 {
+		return nil, "", fmt.Errorf("%w: %s: no demonstrations", ErrData, path)
+	}
+	return out, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func checkDemo(d Demo) error {
+	if len(d.Messages) == 0 {
+		return errors.New("no messages")
+	}
+	n := 0
+	for i, m := range d.Messages {
+		switch m.Role {
+		case chat.RoleSystem, chat.RoleUser, chat.RoleTool:
+		case chat.RoleAssistant:
+			if i == 0 {
+				return errors.New("the conversation starts with an assistant turn")
+			}
+			n++
+		default:
+			return fmt.Errorf("message %d: unknown role %q", i, m.Role)
+		}
+	}
+	if n == 0 {
+		return errors.New("no assistant turn")
+	}
+	return nil
+}
+
+// DemoSequences turns a demonstration into one sequence per assistant turn:
+// the prompt is the conversation before the turn rendered with the
+// generation prompt, exactly what the agent's request renders to (the
+// proxy renders with chat.Qwen3, tools included, thinking on); the
+// completion is what the model would have sampled for the turn: the rest
+// of the conversation rendered up to and including the turn, ending with
+// <|im_end|>. Loss goes on completion tokens only.
+func DemoSequences(tok *tokenizer.Tokenizer, d Demo) ([]model.Sequence, error) {
+	var out []model.Sequence
+	for i, m := range d.Messages {
+		if m.Role != chat.RoleAssistant {
+			continue
+		}
+		prompt, err := chat.Qwen3{}.Render(d.Messages[:i], d.Tools, chat.Options{AddGenerationPrompt: true})
+		if err != nil {
+			return nil, fmt.Errorf("%w: message %d: %w", ErrData, i, err)
+		}
+		full, err := chat.Qwen3{}.Render(d.Messages[:i+1], d.Tools, chat.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("%w: message %d: %w", ErrData, i, err)
+		}
+		if !strings.HasPrefix(full, prompt) {
+			return nil, fmt.Errorf("%w: message %d: the rendered turn does not extend its prompt", ErrData, i)
+		}
+		completion := strings.TrimSuffix(full[len(prompt):], "\n")
+		out = append(out, model.Sequence{Prompt: tok.EncodeSpecial(prompt), Completion: tok.EncodeSpecial(completion)})
+	}
+	return out, nil
+}
+
+// SFTConfig configures SFT. Zero fields take the defaults in their comments.
+type SFTConfig struct {
+	// Epochs over the demonstrations. Defaults to 3.
+	Epochs int `json:"epochs"`
+	// LR is AdamW's learning rate (constant). Defaults to 1e-4.
+	LR float64 `json:"lr"`
+	// BatchSize is conversations per optimizer step. Defaults to 8.
+	BatchSize int `json:"batch_size"`
+	// Seed orders the conversations of each epoch. Defaults to 0.
+	Seed uint64 `json:"seed"`
+	// MaxTokens drops turns whose prompt and completion hold more tokens
+	// (counted). Defaults to 4096, and at most the model's
+	// max_position_embeddings.
+	MaxTokens int `json:"max_tokens"`
+	// MaxGradNorm clips the global gradient norm; defaults to 1.
+	MaxGradNorm float64 `json:"max_grad_norm"`
+	// WeightDecay is AdamW's decoupled weight decay. Defaults to 0.
+	WeightDecay float64 `json:"weight_decay"`
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c SFTConfig) WithDefaults() SFTConfig {
+	if c.Epochs == 0 {
+		c.Epochs = 3
+	}
+	if c.LR == 0 {
+		c.LR = 1e-4
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 8
+	}
+	if c.MaxTokens == 0 {
+		c.MaxTokens = 4096
+	}
+	if c.MaxGradNorm == 0 {
+		c.MaxGradNorm = 1
+	}
+	return c
+}
+
+// Validate reports a config no run can use (wrapping ErrConfig).
+func (c SFTConfig) Validate() error {
+	if c.Epochs < 0 || c.BatchSize < 0 || c.MaxTokens < 0 || !(c.LR >= 0) || math.IsInf(c.LR, 0) || !(c.MaxGradNorm >= 0) || !(c.WeightDecay >= 0) {
+		return fmt.Errorf("%w: sft %+v", ErrConfig, c)
+	}
+	return nil
+}
+
+// Hash returns the sha256 of the config with defaults applied.
+func (c SFTConfig) Hash() string {
+	b, _ := json.Marshal(c.WithDefaults())
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// SFTOptions are the inputs of SFT.
+type SFTOptions struct {
+	Demos     string // demonstrations file (JSON lines)
+	PolicyDir string // the checkpoint to start from
+	OutDir    string // the new checkpoint folder; must not exist
+	Config    SFTConfig
+	// CodeVersion is recorded in the lineage. Defaults to "dev".
+	CodeVersion string
+	// Progress, when set, is called after every step.
+	Progress func(SFTStep)
+}
+
+// SFTStep is one optimizer step.
+type SFTStep struct {
+	Epoch     int     `json:"epoch"` // 0-based
+	Step      int     `json:"step"`  // 0-based, over the run
+	Steps     int     `json:"steps"` // of the run
+	Loss      float64 `json:"loss"`  // mean negative logprob of the batch's completion tokens, before the step
+	GradNorm  float64 `json:"grad_norm"`
+	Tokens    int     `json:"tokens"` // completion tokens
+	Sequences int     `json:"sequences"`
+	Seconds   float64 `json:"seconds"`
+}
+
+// SFTLineage is the lineage.json of an SFT checkpoint. It shares the
+// fields of Lineage that readers of a parent use (format, version, parent,
+// files), so an RL update can start from it.
+type SFTLineage struct {
+	Format      string    `json:"format"`
+	Kind        string    `json:"kind"` // LineageKindSFT
+	Version     int64     `json:"version"`
+	Parent      ParentRef `json:"parent"`
+	CreatedAt   time.Time `json:"created_at"`
+	CodeVersion string    `json:"code_version"`
+	Config      SFTConfig `json:"config"`
+	ConfigHash  string    `json:"config_hash"`
+	Demos       DemosUse  `json:"demos"`
+	// FinalLoss is the mean loss of the last epoch's steps.
+	FinalLoss float64           `json:"final_loss"`
+	Steps     []SFTStep         `json:"steps"`
+	Files     map[string]string `json:"files"`
+}
+
+// DemosUse says which demonstrations SFT read.
+type DemosUse struct {
+	Path          string `json:"path"`
+	SHA256        string `json:"sha256"`
+	Conversations int    `json:"conversations"`
+	Turns         int    `json:"turns"`         // assistant turns trained on
+	DroppedTurns  int    `json:"dropped_turns"` // longer than MaxTokens
+	Tokens        int    `json:"tokens"`        // completion tokens per epoch
+}
+
+// SFTResult is what SFT did.
+type SFTResult struct {
+	Dir     string
+	Lineage *SFTLineage
+}
+
+// SFT fine-tunes the policy at PolicyDir on the demonstrations: each
+// assistant turn is a sequence (DemoSequences); every step takes BatchSize
+// conversations of a seeded shuffle and minimises the mean negative
+// logprob of their completion tokens (model.BackwardFunc with weight
+// -1/N per token) with AdamW. The result is deterministic for a seed. The
+// checkpoint (HF layout, the parent's tokenizer files, lineage.json) is
+// written to a temporary folder beside OutDir and renamed: on any error
+// nothing is at OutDir.
+func SFT(ctx context.Context, o SFTOptions) (*SFTResult, error) {
+	cfg := o.Config.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Demos == "" || o.PolicyDir == "" || o.OutDir == "" {
+		return nil, fmt.Errorf("%w: demos, a policy folder and an output folder are required", ErrConfig)
+	}
+	if o.CodeVersion == "" {
+		o.CodeVersion = "dev"
+	}
+	if _, err := os.Lstat(o.OutDir); !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: output folder %s already exists (checkpoints are write-once)", ErrCheckpoint, o.OutDir)
+	}
+	demos, sum, err := ReadDemos(o.Demos)
+	if err != nil {
+		return nil, err
+	}
+	m, err := model.Load(o.PolicyDir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: parent %s: %w", ErrCheckpoint, o.PolicyDir, err)
+	}
+	tok, err := tokenizer.Load(filepath.Join(o.PolicyDir, "tokenizer.json"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: parent %s: %w", ErrCheckpoint, o.PolicyDir, err)
+	}
+	parent := ParentRef{}
+	if parent.Path, err = filepath.Abs(o.PolicyDir); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
+	}
+	if parent.WeightsSHA256, err = weightsHash(o.PolicyDir); err != nil {
+		return nil, err
+	}
+	if lin, err := ReadLineage(o.PolicyDir); err != nil {
+		return nil, err
+	} else if lin != nil {
+		parent.Version = lin.Version
+	}
+	maxTok := cfg.MaxTokens
+	if mp := m.Config().MaxPositionEmbeddings; mp > 0 && mp < maxTok {
+		maxTok = mp
+	}
+	use := DemosUse{Path: o.Demos, SHA256: sum, Conversations: len(demos)}
+	seqs := make([][]model.Sequence, len(demos))
+	for i, d := range demos {
+		all, err := DemoSequences(tok, d)
+		if err != nil {
+			return nil, fmt.Errorf("%s: conversation %d (%s): %w", o.Demos, i+1, d.InstanceID, err)
+		}
+		for _, s := range all {
+			if len(s.Prompt)+len(s.Completion) > maxTok || len(s.Completion) == 0 {
+				use.DroppedTurns++
+				continue
+			}
+			seqs[i] = append(seqs[i], s)
+			use.Turns++
+			use.Tokens += len(s.Completion)
+		}
+	}
+	if use.Turns == 0 {
+		return nil, fmt.Errorf("%w: %s: no assistant turn fits in %d tokens", ErrData, o.Demos, maxTok)
+	}
+	opt, err := model.NewAdamW(m, model.AdamWConfig{LR: cfg.LR, WeightDecay: cfg.WeightDecay, MaxGradNorm: cfg.MaxGradNorm})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	g := m.NewGrads()
+	perEpoch := (len(demos) + cfg.BatchSize - 1) / cfg.BatchSize
+	lin := &SFTLineage{Format: LineageFormat, Kind: LineageKindSFT, Version: parent.Version + 1, Parent: parent,
+		CreatedAt: time.Now().UTC(), CodeVersion: o.CodeVersion, Config: cfg, ConfigHash: cfg.Hash(), Demos: use}
+	for epoch := range cfg.Epochs {
+		order := rand.New(rand.NewPCG(cfg.Seed, uint64(epoch))).Perm(len(demos))
+		var sum float64
+		var n int
+		for b := 0; b < len(order); b += cfg.BatchSize {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			var batch []model.Sequence
+			for _, i := range order[b:min(b+cfg.BatchSize, len(order))] {
+				batch = append(batch, seqs[i]...)
+			}
+			st, err := sftStep(m, opt, g, batch)
+			if err != nil {
+				return nil, err
+			}
+			st.Epoch, st.Step, st.Steps = epoch, len(lin.Steps), cfg.Epochs*perEpoch
+			lin.Steps = append(lin.Steps, st)
+			if o.Progress != nil {
+				o.Progress(st)
+			}
+			if st.Tokens > 0 {
+				sum += st.Loss * float64(st.Tokens)
+				n += st.Tokens
+			}
+		}
+		if n > 0 {
+			lin.FinalLoss = sum / float64(n)
+		}
+	}
+	out := filepath.Clean(o.OutDir)
+	tmp, err := os.MkdirTemp(filepath.Dir(out), ".legorl-ckpt-*")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
+	}
+	defer os.RemoveAll(tmp) // a no-op once renamed
+	if err := writeSFTCheckpoint(tmp, o.PolicyDir, m, lin); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		return nil, fmt.Errorf("%w: publish %s: %w", ErrCheckpoint, out, err)
+	}
+	return &SFTResult{Dir: out, Lineage: lin}, nil
+}
+
+// sftStep runs one step on batch: weight -1/N on each of the N completion
+// tokens, so the gradient is that of the mean negative logprob.
+func sftStep(m *model.Model, opt *model.AdamW, g *model.Grads, batch []model.Sequence) (SFTStep, error) {
+	start := time.Now()
+	st := SFTStep{Sequences: len(batch)}
+	for _, s := range batch {
+		st.Tokens += len(s.Completion)
+	}
+	if st.Tokens == 0 {
+		return st, nil
+	}
+	w := float32(-1 / float64(st.Tokens))
+	nll := make([]float64, len(batch))
+	g.Zero()
+	_, err := m.BackwardFunc(batch, func(i int, lp []float32) []float32 {
+		ws := make([]float32, len(lp))
+		for k, l := range lp {
+			ws[k] = w
+			nll[i] -= float64(l)
+		}
+		return ws
+	}, g)
+	if err != nil {
+		return st, fmt.Errorf("trainer: sft step: %w", err)
+	}
+	for _, v := range nll { // in order: the sum does not depend on scheduling
+		st.Loss += v
+	}
+	st.Loss /= float64(st.Tokens)
+	if st.GradNorm, err = opt.Step(m, g, 0); err != nil {
+		return st, fmt.Errorf("trainer: sft step: %w", err)
+	}
+	st.Seconds = time.Since(start).Seconds()
+	return st, nil
+}
+
+// SFTLoss returns the mean negative logprob of the completion tokens of
+// seqs under m (the SFT loss, without a step).
+func SFTLoss(m *model.Model, seqs []model.Sequence) (float64, error) {
+	res, err := m.Logprobs(seqs)
+	if err != nil {
+		return 0, fmt.Errorf("trainer: %w", err)
+	}
+	var sum float64
+	var n int
+	for _, r := range res {
+		for _, l := range r.Logprobs {
+			sum -= float64(l)
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("%w: no completion tokens", ErrData)
+	}
+	return sum / float64(n), nil
+}
+
+// writeSFTCheckpoint writes the model in HF layout (F32) with the parent's
+// tokenizer files, then lineage.json with every other file's sha256.
+func writeSFTCheckpoint(dir, parent string, m *model.Model, lin *SFTLineage) error {
+	var toks []string
+	for _, n := range model.TokenizerFileNames {
+		if p := filepath.Join(parent, n); fileExists(p) {
+			toks = append(toks, p)
+		}
+	}
+	if err := m.Save(dir, model.SaveOptions{DType: safetensors.F32, TokenizerFiles: toks}); err != nil {
+		return fmt.Errorf("trainer: save checkpoint: %w", err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("trainer: %w", err)
+	}
+	lin.Files = map[string]string{}
+	for _, e := range ents {
+		if lin.Files[e.Name()], err = hashFile(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	b, err := json.MarshalIndent(lin, "", "  ")
+	if err != nil {
+		return fmt.Errorf("trainer: encode lineage: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, LineageFile), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("trainer: %w", err)
+	}
+	return nil
+}
