@@ -12,6 +12,7 @@ VERSITYGW         := $(CACHE)/bin/versitygw
 VERSITYGW_STAMP   := $(CACHE)/versitygw-$(VERSITYGW_VERSION).stamp
 DUCKDB_STAMP      := tools/duckdb/node_modules/.legorl-installed
 TOKREF_STAMP      := tools/tokenizer-ref/node_modules/.legorl-installed
+HARNESS_STAMP     := tools/harnesses/node_modules/.legorl-installed
 NOTEBOOK_STAMP    := $(CACHE)/notebook-debs.stamp
 NOTEBOOK_DEBS     := jupyter-notebook jupyter-nbconvert jupyter-client python3-ipykernel python3-pandas python3-matplotlib
 
@@ -22,7 +23,7 @@ FUZZTIME ?= 20s
 TEST_FUZZEXECS ?= 20000x
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test build tools lint fuzz bench clean jinja-ref torch-ref pytest-ref docker-up docker-down bench-deps bench-sgemm bench-train
+.PHONY: help demo test test-harnesses build tools lint fuzz bench clean jinja-ref torch-ref pytest-ref docker-up docker-down bench-deps bench-sgemm bench-train
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_%/-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -43,6 +44,23 @@ test: tools lint ## the whole suite: installs and starts what it needs (versityg
 	$(GO) test -count=1 -tags purego ./policy/kernels
 	@set -e; for t in $(TEST_FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
 		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(TEST_FUZZEXECS) -fuzzminimizetime 100x $$pkg; done
+
+# The npm harnesses (pi, Codex, OpenCode, Claude Code, qwen-code), pinned in
+# tools/harnesses/package.json, each run through a whole rollout inside the
+# local sandbox against the proxy. LEGORL_HARNESSES=1 turns a missing or
+# broken harness into a failure, not a skip.
+# npm install, not the npm ci of the rule above: npm leaves the other
+# platforms' optional packages (opencode-darwin-arm64, ...) out of the lock
+# file and npm ci then refuses it. package.json pins exact versions.
+$(HARNESS_STAMP): tools/harnesses/package.json
+	@command -v node >/dev/null && command -v npm >/dev/null || { \
+		echo "installing Node.js and npm from Debian"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; }
+	cd tools/harnesses && npm install --no-audit --no-fund --loglevel=error
+	@touch $@
+
+test-harnesses: $(HARNESS_STAMP) pytest-ref ## install the pinned npm harnesses and run each through rollouts in the local sandbox
+	LEGORL_HARNESSES=1 LEGORL_HARNESS_CACHE=$(CURDIR)/tools/harnesses $(GO) test -count=1 -timeout 30m -run '^TestHarness' ./harness/... ./transforms/rollout
 
 # Every fuzz target, as package:target; each runs for FUZZTIME. `make test` runs
 # their seed corpora (go test does) and fuzzes only TEST_FUZZ_TARGETS, the

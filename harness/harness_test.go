@@ -7,17 +7,21 @@ import (
 )
 
 func TestLookup(t *testing.T) {
-	if got := Names(); !reflect.DeepEqual(got, []string{"bash", "tools"}) {
+	if got := Names(); !reflect.DeepEqual(got, []string{"bash", "claude", "codex", "opencode", "pi", "qwen", "tools"}) {
 		t.Errorf("Names() = %v", got)
 	}
 	for _, n := range Names() {
 		h, err := Lookup(n)
-		if err != nil || h.Name() != n || h.WireAPI() != WireChat {
+		want := map[string]string{"codex": WireResponses, "claude": WireMessages}[n]
+		if want == "" {
+			want = WireChat
+		}
+		if err != nil || h.Name() != n || h.WireAPI() != want {
 			t.Errorf("Lookup(%q) = %v, %v", n, h, err)
 		}
 	}
-	if _, err := Lookup("claude"); !errors.Is(err, ErrUnknown) {
-		t.Errorf("Lookup(claude): %v", err)
+	if _, err := Lookup("openhands"); !errors.Is(err, ErrUnknown) {
+		t.Errorf("Lookup(openhands): %v", err)
 	}
 }
 

@@ -12,8 +12,13 @@ import (
 // are added here.
 func registry() map[string]Harness {
 	return map[string]Harness{
-		"bash":  Bash(),
-		"tools": Tools(),
+		"bash":     Bash(),
+		"tools":    Tools(),
+		"pi":       Pi{},
+		"codex":    Codex{},
+		"opencode": OpenCode{},
+		"claude":   ClaudeCode{},
+		"qwen":     QwenCode{},
 	}
 }
 

@@ -1,0 +1,246 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legorl/legorl/harness"
+	"github.com/legorl/legorl/policy/chat"
+	"github.com/legorl/legorl/policy/engine"
+	"github.com/legorl/legorl/policy/model"
+	"github.com/legorl/legorl/proxy"
+	"github.com/legorl/legorl/schemas"
+)
+
+// The npm harnesses (pi, Codex, ...) run only under `make test-harnesses`,
+// which installs their pinned packages into tools/harnesses and sets
+// LEGORL_HARNESSES=1. With it set, a harness that cannot be installed or
+// run fails the test; without it they are skipped.
+const harnessGate = "LEGORL_HARNESSES"
+
+// harnessCache is where the harness tests install (or find) the programs:
+// $LEGORL_HARNESS_CACHE, else tools/harnesses.
+func harnessCache(t *testing.T) string {
+	t.Helper()
+	if os.Getenv(harnessGate) == "" {
+		t.Skipf("set %s=1 (make test-harnesses) to run the npm harnesses", harnessGate)
+	}
+	dir := os.Getenv("LEGORL_HARNESS_CACHE")
+	if dir == "" {
+		dir = "../../tools/harnesses"
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
+}
+
+// piTools are pi's tools, as the proxy parses calls against them.
+var piTools = []chat.Tool{{Name: "read"}, {Name: "bash"}, {Name: "edit"}, {Name: "write"}}
+
+// openCodeTools and qwenTools are OpenCode's and qwen-code's tools.
+var (
+	openCodeTools = toolList("bash", "edit", "glob", "grep", "read", "skill", "task", "todowrite", "write")
+	qwenTools     = toolList("agent", "edit", "get_goal", "glob", "grep_search", "list_agents", "notebook_edit", "read_file",
+		"run_shell_command", "skill", "tool_call", "tool_search", "update_goal", "write_file")
+)
+
+func toolList(names ...string) []chat.Tool {
+	var out []chat.Tool
+	for _, n := range names {
+		out = append(out, chat.Tool{Name: n})
+	}
+	return out
+}
+
+// qwenCall writes a Qwen3 tool call with arbitrary JSON arguments.
+func qwenCall(t *testing.T, name string, args map[string]any) string {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"name": name, "arguments": args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "<tool_call>\n" + string(b) + "\n</tool_call>"
+}
+
+// TestHarnessScripted: a policy replaying a known-good action sequence in
+// each npm harness's own tools takes it to reward 1 inside the local
+// sandbox, through the proxy on its wire API: the whole path from the
+// unmodified program to the grader.
+func TestHarnessScripted(t *testing.T) {
+	cache := harnessCache(t)
+	setup(t)
+	file, old, new := fix(t, fx.inst.Patch)
+	apply := "git apply <<'EOF'\n" + fx.inst.Patch + "EOF\n"
+	tests := []struct {
+		h      harness.Harness
+		script []string
+		tools  []chat.Tool // to check the segments against the wire (Chat Completions only)
+		side   string      // the reply to a request without tools (OpenCode's title)
+	}{
+		{harness.Pi{}, []string{
+			qwenCall(t, "read", map[string]any{"path": file}),
+			"Fixing it.\n" + qwenCall(t, "edit", map[string]any{"path": file, "edits": []map[string]string{{"oldText": old, "newText": new}}}),
+			"The fix is in place.",
+		}, piTools, ""},
+		{harness.Codex{}, []string{
+			qwenCall(t, "exec_command", map[string]any{"cmd": "cat " + file}),
+			qwenCall(t, "exec_command", map[string]any{"cmd": apply}),
+			"The fix is in place.",
+		}, nil, ""},
+		{harness.OpenCode{}, []string{
+			qwenCall(t, "read", map[string]any{"filePath": file}),
+			"Fixing it.\n" + qwenCall(t, "edit", map[string]any{"filePath": file, "oldString": old, "newString": new}),
+			"The fix is in place.",
+		}, nil, "Fix the bug"},
+		{harness.ClaudeCode{}, []string{
+			qwenCall(t, "Read", map[string]any{"file_path": "/workspace/" + file}),
+			"Fixing it.\n" + qwenCall(t, "Edit", map[string]any{"file_path": "/workspace/" + file, "old_string": old, "new_string": new}),
+			"The fix is in place.",
+		}, nil, "Fix the bug"},
+		{harness.QwenCode{}, []string{
+			qwenCall(t, "read_file", map[string]any{"file_path": "/workspace/" + file}),
+			"Fixing it.\n" + qwenCall(t, "edit", map[string]any{"file_path": "/workspace/" + file, "old_string": old, "new_string": new}),
+			"The fix is in place.",
+		}, nil, "Fix the bug"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.h.Name(), func(t *testing.T) {
+			start := time.Now()
+			var gen proxy.Generator = &scripted{tok: fx.tok, texts: tt.script}
+			if tt.side != "" {
+				gen = &sideScripted{main: gen, side: &scripted{tok: fx.tok, texts: []string{tt.side}}}
+			}
+			p := newTap(t, gen, 0)
+			cfg := config(p, tt.h, "scripted-"+tt.h.Name())
+			cfg.CacheDir = cache
+			cfg.SetupTimeout = 10 * time.Minute
+			cfg.AgentTimeout = 3 * time.Minute
+			row, segs, steps := mustRun(t, cfg)
+			t.Logf("%s: %d steps %+v, forks %v, side requests %d, took %s", tt.h.Name(), len(steps), steps, p.rec.Metrics.Forks,
+				p.rec.Metrics.SideRequests, time.Since(start))
+			if row.Termination != schemas.TerminationAgentCompleted || row.Reward != 1 || len(row.F2PFailed)+len(row.P2PFailed) != 0 {
+				t.Fatalf("row %+v", row)
+			}
+			if row.NumTurns != 3 || row.NumToolCalls != 2 || row.DiffBytes == 0 || row.PolicyVersion != 1 {
+				t.Errorf("counts %+v", row)
+			}
+			if len(steps) != 2 {
+				t.Errorf("steps %+v", steps)
+			}
+			if tt.tools != nil {
+				checkConsistent(t, p, segs, tt.tools)
+			}
+		})
+	}
+}
+
+// sideScripted answers requests without tools (side requests such as
+// OpenCode's title) from side, and the others from main.
+type sideScripted struct{ main, side proxy.Generator }
+
+func (s *sideScripted) Generate(ctx context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error) {
+	if text, err := fx.tok.Decode(req.Prompt); err == nil && !strings.Contains(string(text), "<tools>") {
+		return s.side.Generate(ctx, req, emit)
+	}
+	return s.main.Generate(ctx, req, emit)
+}
+
+// TestHarnessRandom: each npm harness runs a whole rollout against a small
+// random-weight model inside the local sandbox. The model writes nonsense;
+// the rollout still ends with a typed termination, and the segments of
+// the Chat Completions harnesses match what the harness received.
+func TestHarnessRandom(t *testing.T) {
+	cache := harnessCache(t)
+	setup(t)
+	eng := longRandomPolicy(t)
+	for _, tt := range []struct {
+		h     harness.Harness
+		tools []chat.Tool
+		// slow: the tiny CPU model prefills this harness's prompt (20-40k
+		// tokens) in minutes on a loaded machine; a masked timeout is
+		// then a fine end too.
+		slow bool
+	}{
+		{harness.Pi{}, piTools, false},
+		{harness.Codex{}, nil, false},
+		{harness.OpenCode{}, openCodeTools, false},
+		{harness.ClaudeCode{}, nil, true},
+		{harness.QwenCode{}, qwenTools, true},
+	} {
+		t.Run(tt.h.Name(), func(t *testing.T) {
+			start := time.Now()
+			p := newTap(t, capped{eng, 24}, 24)
+			cfg := config(p, tt.h, "random-"+tt.h.Name())
+			cfg.CacheDir = cache
+			cfg.MaxTurns = 3
+			cfg.SetupTimeout = 10 * time.Minute
+			cfg.AgentTimeout = 5 * time.Minute
+			if tt.slow {
+				cfg.AgentTimeout = 3 * time.Minute
+			}
+			row, segs, _ := mustRun(t, cfg)
+			t.Logf("%s: forks %v, side requests %d, took %s", tt.h.Name(), p.rec.Metrics.Forks, p.rec.Metrics.SideRequests, time.Since(start))
+			if row.Termination == "" || row.Status == "" {
+				t.Fatalf("no typed termination: %+v", row)
+			}
+			if row.Status == schemas.StatusCompleted && (row.GradeSeconds <= 0 || row.Reward != 0) {
+				t.Errorf("not graded as expected: %+v", row)
+			}
+			if row.Termination == schemas.TerminationHarnessError || row.Termination == schemas.TerminationSandboxCrash {
+				t.Errorf("%s: %s", row.Termination, row.Error)
+			}
+			if tt.slow && row.Termination == schemas.TerminationTimeout {
+				t.Logf("%s: timed out against the tiny CPU model (%d calls in %.0fs): its prompt is long", tt.h.Name(),
+					row.NumLLMCalls, row.LLMSeconds)
+				return
+			}
+			if row.NumLLMCalls < 1 || len(segs) == 0 {
+				t.Fatalf("%d calls, %d segments", row.NumLLMCalls, len(segs))
+			}
+			if tt.tools != nil {
+				checkConsistent(t, p, segs, tt.tools)
+			}
+		})
+	}
+}
+
+// longRandomPolicy is randomPolicy with room for the npm harnesses'
+// prompts (their system prompts and tools run to 10-40k characters).
+func longRandomPolicy(t *testing.T) *engine.Engine {
+	t.Helper()
+	cfg, err := model.ParseConfig([]byte(fmt.Sprintf(`{"model_type": "qwen3", "vocab_size": %d, "hidden_size": 64,
+		"intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+		"max_position_embeddings": 65536, "tie_word_embeddings": true}`, fx.tok.VocabSize())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.New(cfg, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := engine.New(m, 1, engine.Options{})
+	t.Cleanup(e.Close)
+	return e
+}
+
+// capped bounds every completion of g to n tokens: the harnesses ask for
+// thousands, and a long random completion only costs time.
+type capped struct {
+	g proxy.Generator
+	n int
+}
+
+func (c capped) Generate(ctx context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error) {
+	if req.MaxTokens <= 0 || req.MaxTokens > c.n {
+		req.MaxTokens = c.n
+	}
+	return c.g.Generate(ctx, req, emit)
+}
