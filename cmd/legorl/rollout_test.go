@@ -82,7 +82,7 @@ func TestRolloutBadInput(t *testing.T) {
 		want string
 	}{
 		{[]string{"--task", "x"}, "are required"},
-		{[]string{"--tasks", dir, "--task", "x", "--harness", "claude", "--policy", dir, "--run", "r"}, `unknown harness "claude"`},
+		{[]string{"--tasks", dir, "--task", "x", "--harness", "openhands", "--policy", dir, "--run", "r"}, `unknown harness "openhands"`},
 		{[]string{"--tasks", dir, "--task", "x", "--harness", "bash", "--policy", dir, "--run", "r"}, `task "x" is not in`},
 		{[]string{"--tasks", dir, "--task", "x", "--harness", "bash", "--policy", dir, "--run", "../r"}, `run id "../r"`},
 		{[]string{"--tasks", dir, "--task", "x", "--harness", "bash", "--policy", dir, "--run", "r", "--template", "llama"}, `unknown --template "llama"`},
