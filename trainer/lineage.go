@@ -123,6 +123,21 @@ func stepColumns(s schemas.TrainStep) map[string]any {
 // state, the recomputed logprobs, then lineage.json with every other
 // file's sha256.
 func writeCheckpoint(dir, parent string, m *model.Model, opt *model.AdamW, samples []Sample, rec [][]float32, lin *Lineage) error {
+	if err := saveModel(dir, parent, m); err != nil {
+		return err
+	}
+	if err := opt.SaveState(filepath.Join(dir, OptimizerFile)); err != nil {
+		return fmt.Errorf("trainer: save optimizer state: %w", err)
+	}
+	if err := writeRecomputed(filepath.Join(dir, RecomputedFile), samples, rec, lin); err != nil {
+		return err
+	}
+	return sealLineage(dir, &lin.Files, lin)
+}
+
+// saveModel writes m into dir in HF layout (F32) with the tokenizer files
+// of the parent checkpoint folder.
+func saveModel(dir, parent string, m *model.Model) error {
 	var toks []string
 	for _, n := range model.TokenizerFileNames {
 		if p := filepath.Join(parent, n); fileExists(p) {
@@ -132,19 +147,20 @@ func writeCheckpoint(dir, parent string, m *model.Model, opt *model.AdamW, sampl
 	if err := m.Save(dir, model.SaveOptions{DType: safetensors.F32, TokenizerFiles: toks}); err != nil {
 		return fmt.Errorf("trainer: save checkpoint: %w", err)
 	}
-	if err := opt.SaveState(filepath.Join(dir, OptimizerFile)); err != nil {
-		return fmt.Errorf("trainer: save optimizer state: %w", err)
-	}
-	if err := writeRecomputed(filepath.Join(dir, RecomputedFile), samples, rec, lin); err != nil {
-		return err
-	}
+	return nil
+}
+
+// sealLineage records the sha256 of every file already in dir into *files
+// (a field of lin), then writes lin as dir/lineage.json: the last file of a
+// checkpoint.
+func sealLineage(dir string, files *map[string]string, lin any) error {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("trainer: %w", err)
 	}
-	lin.Files = map[string]string{}
+	*files = map[string]string{}
 	for _, e := range ents {
-		if lin.Files[e.Name()], err = hashFile(filepath.Join(dir, e.Name())); err != nil {
+		if (*files)[e.Name()], err = hashFile(filepath.Join(dir, e.Name())); err != nil {
 			return err
 		}
 	}

@@ -19,7 +19,6 @@ import (
 
 	"github.com/legorl/legorl/policy/chat"
 	"github.com/legorl/legorl/policy/model"
-	"github.com/legorl/legorl/policy/safetensors"
 	"github.com/legorl/legorl/policy/tokenizer"
 )
 
@@ -430,31 +429,8 @@ func SFTLoss(m *model.Model, seqs []model.Sequence) (float64, error) {
 // writeSFTCheckpoint writes the model in HF layout (F32) with the parent's
 // tokenizer files, then lineage.json with every other file's sha256.
 func writeSFTCheckpoint(dir, parent string, m *model.Model, lin *SFTLineage) error {
-	var toks []string
-	for _, n := range model.TokenizerFileNames {
-		if p := filepath.Join(parent, n); fileExists(p) {
-			toks = append(toks, p)
-		}
+	if err := saveModel(dir, parent, m); err != nil {
+		return err
 	}
-	if err := m.Save(dir, model.SaveOptions{DType: safetensors.F32, TokenizerFiles: toks}); err != nil {
-		return fmt.Errorf("trainer: save checkpoint: %w", err)
-	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("trainer: %w", err)
-	}
-	lin.Files = map[string]string{}
-	for _, e := range ents {
-		if lin.Files[e.Name()], err = hashFile(filepath.Join(dir, e.Name())); err != nil {
-			return err
-		}
-	}
-	b, err := json.MarshalIndent(lin, "", "  ")
-	if err != nil {
-		return fmt.Errorf("trainer: encode lineage: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, LineageFile), append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("trainer: %w", err)
-	}
-	return nil
+	return sealLineage(dir, &lin.Files, lin)
 }
