@@ -35,7 +35,10 @@ func commands() map[string]command {
 		"model":     {"initialise a Qwen3 checkpoint or score completions with one (logprobs, routing)", runModel},
 		"sandbox":   {"run a command in a fresh sandbox (exec), or grade a diff against hidden tests (grade)", runSandbox},
 		"serve":     {"serve the policy over OpenAI and Anthropic APIs (engine + proxy), recording what it generates", runServe},
-		"rollout":   {"run one agent episode on one task against a policy checkpoint and print its row", runRollout},
+		"audit":     {"re-verify a stored run: file hashes, rows, schemas, checkpoint lineage, recomputed logprobs", runAudit},
+		"eval":      {"pass@1 (and pass@k) of a policy per harness on held-out tasks, as a Beam pipeline", runEval},
+		"beam":      {"a Prism job server or an SDK worker pool, for pipelines spread over processes or machines", runBeam},
+		"rollout":   {"run agent episodes against a policy checkpoint: one task (--task), or a suite, G per task, as a Beam pipeline", runRollout},
 		"sft":       {"supervised warm start on demonstrations (sft), or write the scripted solver's demonstrations (sft demos)", runSFT},
 		"train":     {"one policy update from an iteration's stored rollouts, published as the next checkpoint", runTrain},
 		"monitor":   {"serve the live dashboard of a store's runs (reward, failures, tool use, logprobs, trajectories)", runMonitor},
@@ -44,7 +47,10 @@ func commands() map[string]command {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, readEnviron(os.Getenv), os.Args[1:], os.Stdout, os.Stderr)
+	code, worker := beamWorker(ctx, readEnviron(os.Getenv), os.Args[1:], os.Stderr) // started by a Beam job server
+	if !worker {
+		code = run(ctx, readEnviron(os.Getenv), os.Args[1:], os.Stdout, os.Stderr)
+	}
 	stop()
 	os.Exit(code)
 }

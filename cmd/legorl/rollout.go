@@ -26,21 +26,22 @@ import (
 // agentProgram is the built-in agents' program, looked for beside legorl.
 const agentProgram = "legorl-agent"
 
-// runRollout is `legorl rollout`: one rollout of one task with one
-// harness against a local policy checkpoint, its rows written to the store
-// and its rollouts row printed as one JSON object.
+// runRollout is `legorl rollout`: with --task, one rollout of one task
+// with one harness against a local policy checkpoint, its rows written to
+// the store and its rollouts row printed as one JSON object; without it,
+// the rollout pipeline over the whole suite (rollout_pipeline.go).
 func runRollout(ctx context.Context, env *environ, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("rollout", stderr)
 	var sf storeFlags
 	sf.register(fs, env)
 	suitePath := fs.String("tasks", "", "suite: a .jsonl or .parquet file, or a folder with tasks.jsonl (required)")
-	id := fs.String("task", "", "instance_id of the task (required)")
+	id := fs.String("task", "", "instance_id of the task: one rollout (without it: the pipeline over the suite)")
 	harnessName := fs.String("harness", "", "harness: "+strings.Join(harness.Names(), ", ")+" (required)")
 	policyDir := fs.String("policy", "", "policy checkpoint folder: config.json, model.safetensors, tokenizer.json (required)")
 	run := fs.String("run", "", "run id (required)")
 	iteration := fs.Int("iteration", 0, "iteration of the run")
 	index := fs.Int("index", 0, "index of the rollout within the task's group (the rollout id derives from run, iteration, task and index)")
-	seed := fs.Uint64("seed", 0, "sampling seed of the rollout")
+	seed := fs.Uint64("seed", 0, "sampling seed of the rollout (pipeline: mixed into every rollout's seed)")
 	maxTurns := fs.Int("max-turns", 30, "agent turns at most")
 	maxTokens := fs.Int("max-tokens", 1024, "tokens of one completion at most, when the harness asks for no limit")
 	templateName := fs.String("template", "qwen3", "chat template: qwen3 or qwen3-coder")
@@ -48,8 +49,14 @@ func runRollout(ctx context.Context, env *environ, args []string, stdout, stderr
 	backendName := fs.String("backend", "local", "sandbox backend: "+strings.Join(backendNames(), ", "))
 	agentTimeout := fs.Duration("agent-timeout", 30*time.Minute, "deadline of the agent")
 	gradeTimeout := fs.Duration("grade-timeout", 10*time.Minute, "deadline of grading")
+	pf := addPipelineFlags(fs)
 	if err := parseFlags(fs, stderr, args); err != nil {
 		return err
+	}
+	if *id == "" {
+		return runRolloutPipeline(ctx, env, &sf, rolloutArgs{suite: *suitePath, harness: *harnessName, policy: *policyDir, run: *run,
+			template: *templateName, agent: *agentPath, backend: *backendName, iteration: *iteration, maxTurns: *maxTurns,
+			maxTokens: *maxTokens, seed: *seed, agentTimeout: *agentTimeout, gradeTimeout: *gradeTimeout}, pf, stdout, stderr)
 	}
 	if *suitePath == "" || *id == "" || *harnessName == "" || *policyDir == "" || *run == "" {
 		return errors.New("--tasks, --task, --harness, --policy and --run are required (see legorl rollout -h)")
@@ -118,7 +125,7 @@ func runRollout(ctx context.Context, env *environ, args []string, stdout, stderr
 		Harness: h, AgentBinary: *agentPath, MaxTurns: *maxTurns,
 		SuiteDir: suite.Dir, Instance: inst,
 		RunID: *run, Iteration: it, RolloutID: rollout.ID(*run, it, inst.InstanceID, *index), Seed: *seed,
-		AgentTimeout: *agentTimeout, GradeTimeout: *gradeTimeout,
+		SetupTimeout: *pf.setupTimeout, AgentTimeout: *agentTimeout, GradeTimeout: *gradeTimeout,
 	})
 	if runErr != nil && row.RolloutID == "" {
 		return runErr

@@ -18,6 +18,7 @@ package rollout
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -184,6 +185,18 @@ func (c Config) withDefaults() Config {
 // an iteration of a run.
 func ID(runID string, iteration int32, taskID string, index int) string {
 	return hash("rollout", runID, strconv.Itoa(int(iteration)), taskID, strconv.Itoa(index))
+}
+
+// Seed is the deterministic sampling seed of the index-th rollout of a
+// task in an iteration of a run; base mixes in a seed of the user's
+// choosing (0 is a fine default).
+func Seed(base uint64, runID string, iteration int32, taskID string, index int) uint64 {
+	h := sha256.New()
+	for _, p := range []string{"seed", strconv.FormatUint(base, 10), runID, strconv.Itoa(int(iteration)), taskID, strconv.Itoa(index)} {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return binary.BigEndian.Uint64(h.Sum(nil)) >> 1 // fits the rows' int64 seed column
 }
 
 // GroupID is the id shared by the rollouts of a task in an iteration.

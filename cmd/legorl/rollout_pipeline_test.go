@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/legorl/legorl/schemas"
+	"github.com/legorl/legorl/storage"
+	"github.com/legorl/legorl/tasks/builtin"
+	"github.com/legorl/legorl/transforms"
+)
+
+// TestRolloutPipelineKillResume runs `legorl rollout` in pipeline form (no
+// --task) in a child process, kills it with SIGKILL once a group is
+// claimed, and runs it again: the second run finishes the iteration
+// without running the claimed group again, and the manifest lists each of
+// the suite's rollouts exactly once.
+func TestRolloutPipelineKillResume(t *testing.T) {
+	dir := t.TempDir()
+	suite := filepath.Join(dir, "suite")
+	if _, err := builtin.Generate(context.Background(), suite, builtin.Options{N: 3, Seed: 4, Languages: []string{"python"}}); err != nil {
+		t.Fatal(err)
+	}
+	policy := testPolicy(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	storeDir := filepath.Join(dir, "store")
+	args := []string{"rollout", "--tasks", suite, "--harness", "bash", "--policy", policy, "--group", "1", "--parallel", "1",
+		"--store", "file://" + storeDir, "--run", "kill9", "--iteration", "2", "--max-turns", "2", "--max-tokens", "16", "--agent", self}
+
+	// First run, killed with SIGKILL after its first claim.
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), "LEGORL_TEST_RUN_MAIN=1", "LEGORL_TEST_ARGS="+strings.Join(args, " "))
+	var childErr bytes.Buffer
+	cmd.Stderr = &childErr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	claims := filepath.Join(storeDir, "runs/kill9/claims/rollout/iter-000002")
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	killedAt := 0
+	deadline := time.After(3 * time.Minute)
+wait:
+	for {
+		select {
+		case err := <-exited:
+			t.Logf("the first run ended before it could be killed (%v): %s", err, childErr.String())
+			break wait
+		case <-deadline:
+			cmd.Process.Kill()
+			t.Fatalf("no claim within 3 minutes: %s", childErr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if ents, _ := os.ReadDir(claims); len(ents) >= 1 {
+			killedAt = len(ents)
+			cmd.Process.Kill() // SIGKILL
+			<-exited
+			break
+		}
+	}
+	t.Logf("first run killed after %s with %d group(s) claimed", time.Since(start).Round(time.Millisecond), killedAt)
+	st, err := storage.Open(context.Background(), "file://"+storeDir, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := storage.Latest(context.Background(), st, storage.ManifestRef{RunID: "kill9", Iteration: 2, Stage: "rollout"}); killedAt > 0 && err == nil {
+		t.Fatal("a killed run committed its manifest")
+	}
+
+	// Second run: completes the iteration.
+	start = time.Now()
+	code, stdout, stderr := runCLI(t, testEnv(nil), args...)
+	if code != 0 {
+		t.Fatalf("rerun: exit %d: %s", code, stderr)
+	}
+	t.Logf("rerun in %s: %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(stdout))
+	m := regexp.MustCompile(`launched 3, completed (\d+), masked (\d+) .*\(ran (\d+), reused (\d+),`).FindStringSubmatch(stdout)
+	if m == nil || strings.Count(stdout, "\n") != 1 {
+		t.Fatalf("summary %q", stdout)
+	}
+	completed, _ := strconv.Atoi(m[1])
+	masked, _ := strconv.Atoi(m[2])
+	ran, _ := strconv.Atoi(m[3])
+	reused, _ := strconv.Atoi(m[4])
+	if completed+masked != 3 || ran+reused != 3 || reused < killedAt {
+		t.Errorf("summary %q: want the %d claimed group(s) reused", stdout, killedAt)
+	}
+	if !strings.Contains(stderr, "groups") {
+		t.Errorf("no progress on stderr: %q", stderr)
+	}
+
+	files, err := storage.TableFiles(context.Background(), st, "kill9", "rollouts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, f := range files {
+		rc, err := st.Get(context.Background(), f.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(rc)
+		rc.Close()
+		rows, err := parquet.Read[schemas.Rollout](bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			seen[r.RolloutID]++
+		}
+	}
+	if len(seen) != 3 {
+		t.Errorf("committed rollouts %v, want 3 distinct", seen)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("rollout %s committed %d times", id, n)
+		}
+	}
+}
+
+func TestRolloutPipelineBadInput(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "tasks.jsonl"), nil, 0o644)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tasks", dir}, "--tasks, --harness, --policy and --run are required"},
+		{[]string{"--tasks", dir, "--harness", "bash", "--policy", dir, "--run", "r", "--group", "0"}, "--group 0"},
+		{[]string{"--tasks", dir, "--harness", "bash", "--policy", dir, "--run", "r"}, "tokenizer.json"},
+		{[]string{"--tasks", dir, "--harness", "bash", "--policy", dir, "--run", "r", "--beam", "novalue"}, "want name=value"},
+	} {
+		code, _, stderr := runCLI(t, testEnv(nil), append([]string{"rollout"}, tt.args...)...)
+		if code != 2 || !strings.Contains(stderr, tt.want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q, want %q", tt.args, code, stderr, tt.want)
+		}
+	}
+}
+
+// startChild runs `legorl ARGS` in a child process (the test binary) and
+// returns the endpoint it prints on its first line; the child is stopped
+// when the test ends.
+func startChild(t *testing.T, args ...string) string {
+	t.Helper()
+	self, _ := os.Executable()
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), "LEGORL_TEST_RUN_MAIN=1", "LEGORL_TEST_ARGS="+strings.Join(args, " "))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	line := make(chan string, 1)
+	go func() {
+		buf := make([]byte, 256)
+		n, _ := out.Read(buf)
+		line <- string(buf[:n])
+		io.Copy(io.Discard, out)
+	}()
+	select {
+	case l := <-line:
+		_, ep, ok := strings.Cut(strings.TrimSpace(l), " at ")
+		if !ok {
+			t.Fatalf("%v: first line %q", args, l)
+		}
+		return ep
+	case <-time.After(time.Minute):
+		t.Fatalf("%v: no endpoint within a minute", args)
+	}
+	return ""
+}
+
+// TestRolloutDistributed runs the rollout pipeline with Prism as a
+// separate job-server process and the SDK workers in a separate worker-pool
+// process: the launcher (this process) builds no engine and no sandbox,
+// and the rows land in the store all the same.
+func TestRolloutDistributed(t *testing.T) {
+	dir := t.TempDir()
+	suite := filepath.Join(dir, "suite")
+	if _, err := builtin.Generate(context.Background(), suite, builtin.Options{N: 2, Seed: 6, Languages: []string{"python"}}); err != nil {
+		t.Fatal(err)
+	}
+	policy := testPolicy(t)
+	self, _ := os.Executable()
+	jobs := startChild(t, "beam", "job-server")
+	pool := startChild(t, "beam", "worker-pool")
+	t.Logf("job server %s, worker pool %s", jobs, pool)
+	before := transforms.RuntimesBuilt()
+	start := time.Now()
+	code, stdout, stderr := runCLI(t, testEnv(nil), "rollout", "--tasks", suite, "--harness", "bash", "--policy", policy, "--group", "2",
+		"--store", "file://"+filepath.Join(dir, "store"), "--run", "dist", "--max-turns", "2", "--max-tokens", "16", "--agent", self,
+		"--runner", "universal", "--endpoint", jobs, "--environment-type", "EXTERNAL", "--environment-config", pool)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	t.Logf("%s: %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(stdout))
+	if !strings.Contains(stdout, "launched 4, completed") || !strings.Contains(stdout, "manifest v1") {
+		t.Errorf("summary %q", stdout)
+	}
+	if n := transforms.RuntimesBuilt() - before; n != 0 {
+		t.Errorf("the launcher built %d runtimes: the DoFns ran in this process", n)
+	}
+}

@@ -1,0 +1,64 @@
+// Package audit is the audit pipeline: it re-verifies every file the
+// manifests of a run name (size and sha256, footer, table and schema, row
+// count, every row's validation) and that no rollout is listed twice, and
+// stores a report. The checks that need the trainer (checkpoint lineage,
+// logprob recomputation with routing replay) run in `legorl audit` after
+// it.
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+
+	"github.com/legorl/legorl/pipelines/runner"
+	"github.com/legorl/legorl/storage"
+	"github.com/legorl/legorl/transforms"
+)
+
+// Build adds the audit pipeline to s and returns its PCollection of one
+// transforms.AuditReport.
+func Build(s beam.Scope, cfg transforms.AuditConfig) beam.PCollection {
+	s = s.Scope("audit")
+	return transforms.StoreAuditReport(s, cfg, transforms.AuditFiles(s, cfg))
+}
+
+// Run runs the audit pipeline and returns the report it stored.
+func Run(ctx context.Context, cfg transforms.AuditConfig, ro runner.Options) (transforms.AuditReport, error) {
+	if err := storage.CheckName("run id", cfg.RunID); err != nil {
+		return transforms.AuditReport{}, err
+	}
+	if cfg.JobID == "" {
+		cfg.JobID = "job"
+	}
+	if err := storage.CheckName("job id", cfg.JobID); err != nil {
+		return transforms.AuditReport{}, err
+	}
+	runner.Init()
+	p, s := beam.NewPipelineWithRoot()
+	Build(s, cfg)
+	if _, err := runner.Run(ctx, p, ro); err != nil {
+		return transforms.AuditReport{}, fmt.Errorf("audit pipeline: %w", err)
+	}
+	st, err := transforms.OpenStore(ctx, transforms.Config{Store: cfg.Store, S3Endpoint: cfg.S3Endpoint})
+	if err != nil {
+		return transforms.AuditReport{}, err
+	}
+	rc, err := st.Get(ctx, transforms.AuditReportKey(cfg.RunID, cfg.JobID))
+	if err != nil {
+		return transforms.AuditReport{}, fmt.Errorf("audit pipeline: the report: %w", err)
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, 64<<20))
+	if err != nil {
+		return transforms.AuditReport{}, err
+	}
+	var rep transforms.AuditReport
+	if err := json.Unmarshal(data, &rep); err != nil {
+		return transforms.AuditReport{}, fmt.Errorf("%w: audit report: %v", storage.ErrCorrupt, err)
+	}
+	return rep, nil
+}
