@@ -40,6 +40,7 @@ func commands() map[string]command {
 		"beam":      {"a Prism job server or an SDK worker pool, for pipelines spread over processes or machines", runBeam},
 		"rollout":   {"run agent episodes against a policy checkpoint: one task (--task), or a suite, G per task, as a Beam pipeline", runRollout},
 		"sft":       {"supervised warm start on demonstrations (sft), or write the scripted solver's demonstrations (sft demos)", runSFT},
+		"run":       {"the RL loop of a config: rollouts -> update -> publish -> eval, resumable; the embedded demo without --config", runLoop},
 		"train":     {"one policy update from an iteration's stored rollouts, published as the next checkpoint", runTrain},
 		"monitor":   {"serve the live dashboard of a store's runs (reward, failures, tool use, logprobs, trajectories)", runMonitor},
 	}

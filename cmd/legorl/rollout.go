@@ -50,6 +50,7 @@ func runRollout(ctx context.Context, env *environ, args []string, stdout, stderr
 	agentTimeout := fs.Duration("agent-timeout", 30*time.Minute, "deadline of the agent")
 	gradeTimeout := fs.Duration("grade-timeout", 10*time.Minute, "deadline of grading")
 	pf := addPipelineFlags(fs)
+	pf.splits = fs.String("split", tasks.SplitTrain, "pipeline: task splits rolled out, comma-separated (tasks without a split always are; held-out splits belong to legorl eval)")
 	if err := parseFlags(fs, stderr, args); err != nil {
 		return err
 	}

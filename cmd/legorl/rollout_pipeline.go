@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +29,7 @@ import (
 // Beam pipeline over a whole suite.
 type pipelineFlags struct {
 	group        *int
+	splits       *string
 	runnerName   *string
 	endpoint     *string
 	envType      *string
@@ -97,15 +99,17 @@ func runRolloutPipeline(ctx context.Context, env *environ, sf *storeFlags, a rol
 	if err != nil {
 		return err
 	}
+	splits := strings.Split(*pf.splits, ",")
 	total := 0
 	for i := range suite.Instances {
-		if suite.Instances[i].Check() == nil {
+		in := &suite.Instances[i]
+		if in.Check() == nil && (in.Split == "" || slices.Contains(splits, in.Split)) {
 			total++
 		}
 	}
 	start := time.Now()
 	stopProgress := progress(ctx, st, cfg, total, stderr)
-	rep, err := rollout.Run(ctx, rollout.Options{Tasks: suitePath, Config: cfg}, pf.runnerOptions("legorl-rollout-"+a.run))
+	rep, err := rollout.Run(ctx, rollout.Options{Tasks: suitePath, Splits: splits, Config: cfg}, pf.runnerOptions("legorl-rollout-"+a.run))
 	stopProgress()
 	if err != nil {
 		return err

@@ -19,8 +19,9 @@ var Layers = []Layer{
 	{"transforms", []string{"schemas", "storage", "tasks", "policy", "sandbox", "proxy", "harness"}},
 	{"pipelines", []string{"transforms"}},
 	{"trainer", []string{"policy", "storage", "schemas"}},
+	{"loop", []string{"pipelines", "trainer"}},
 	{"monitor", []string{"storage", "schemas"}},
-	{"cmd", []string{"pipelines", "trainer", "monitor"}},
+	{"cmd", []string{"loop", "monitor"}},
 	{"internal", []string{"cmd"}}, // test-only helpers; may look at everything
 }
 

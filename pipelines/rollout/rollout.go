@@ -31,6 +31,7 @@ import (
 
 	"github.com/legorl/legorl/pipelines/runner"
 	"github.com/legorl/legorl/storage"
+	"github.com/legorl/legorl/tasks"
 	"github.com/legorl/legorl/transforms"
 )
 
@@ -39,6 +40,10 @@ type Options struct {
 	// Tasks is the suite (a .jsonl or .parquet file, or a folder with
 	// tasks.jsonl), a path the workers can read.
 	Tasks string
+	// Splits are the task splits rolled out (tasks without a split always
+	// are). Defaults to the training split: held-out instances and
+	// families are for evals and never feed an update.
+	Splits []string
 	// Config configures the rollouts (transforms.Config).
 	Config transforms.Config
 }
@@ -51,12 +56,17 @@ type Outputs struct {
 	Report   beam.PCollection // PCollection<transforms.Report>: one element, after the commit
 }
 
-// Build adds the rollout pipeline to s.
+// Build adds the rollout pipeline to s: read, validate, keep the tasks of
+// opt.Splits, expand, run, commit.
 func Build(s beam.Scope, opt Options) Outputs {
 	s = s.Scope("rollout")
 	cfg := opt.Config.WithDefaults()
+	if len(opt.Splits) == 0 {
+		opt.Splits = []string{tasks.SplitTrain}
+	}
 	ts := transforms.ReadTasks(s, opt.Tasks)
 	valid, rejected := transforms.Validate(s, ts)
+	valid = transforms.FilterSplit(s, opt.Splits, valid)
 	groups := transforms.Expand(s, cfg, valid)
 	results := transforms.Rollouts(s, cfg, groups)
 	report := transforms.Commit(s, cfg, groups, results, rejected)

@@ -36,7 +36,7 @@ func BenchmarkPipeline(b *testing.B) {
 		cfg := config(b, fmt.Sprintf("bench-%d", i))
 		cfg.Parallel = benchRollouts
 		start := time.Now()
-		rep, err := Run(context.Background(), Options{Tasks: fx.suite, Config: cfg}, runner.Options{})
+		rep, err := Run(context.Background(), Options{Tasks: fx.suite, Splits: allSplits, Config: cfg}, runner.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}

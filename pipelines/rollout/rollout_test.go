@@ -30,6 +30,10 @@ import (
 
 // The test binary doubles as legorl-agent: the rollouts show it inside
 // the sandbox, where it runs as the agent when called that way.
+// allSplits rolls out every task of the fixtures: these tests are about
+// the pipeline's mechanics, not about which split trains.
+var allSplits = []string{tasks.SplitTrain, tasks.SplitHeldout, tasks.SplitHeldoutFamily}
+
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && slices.Contains(agent.Names(), os.Args[1]) {
 		os.Exit(agent.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
@@ -146,7 +150,7 @@ func TestRetryAndResume(t *testing.T) {
 		c := cfg
 		c.TestFault, c.TestFaultTask, c.TestFaultOnce, c.JobID = fault, task, once+"-"+job, job
 		start := time.Now()
-		rep, err := Run(ctx, Options{Tasks: fx.suite, Config: c}, runner.Options{})
+		rep, err := Run(ctx, Options{Tasks: fx.suite, Splits: allSplits, Config: c}, runner.Options{})
 		return rep, err, time.Since(start)
 	}
 	st, err := storage.Open(ctx, cfg.Store, storage.Options{})
@@ -243,7 +247,7 @@ func TestTailKill(t *testing.T) {
 	in.Snapshot = in.SnapshotDir(fx.suite)
 	tasks.WriteJSONL(f, []tasks.Instance{in, {InstanceID: "broken"}})
 	f.Close()
-	rep, err := Run(ctx, Options{Tasks: suite, Config: cfg}, runner.Options{})
+	rep, err := Run(ctx, Options{Tasks: suite, Splits: allSplits, Config: cfg}, runner.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/legorl/legorl/loop"
+	"github.com/legorl/legorl/trainer"
+)
+
+// loopTestConfig is a loop small enough for a test: a tiny model, SFT for
+// one epoch, two iterations of G=2 on a six-task suite, two turns of 16
+// tokens.
+func loopTestConfig(t *testing.T, dir string) string {
+	t.Helper()
+	cfg := `{
+  "run": "loop-test",
+  "store": "file://` + filepath.Join(dir, "store") + `",
+  "work_dir": "` + filepath.Join(dir, "work") + `",
+  "builtin": {"n": 10, "seed": 3, "languages": ["python"]},
+  "init": {"model": {"model_type": "qwen3", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+           "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "max_position_embeddings": 4096,
+           "tie_word_embeddings": true}, "vocab": 400, "seed": 1},
+  "sft": {"epochs": 1, "lr": 0.001},
+  "harness": "bash",
+  "iterations": 2,
+  "group": 2,
+  "rollout": {"max_turns": 2, "max_tokens": 16, "parallel": 4, "agent_timeout": "2m"},
+  "train": {"lr": 0.0001, "steps": 1, "seed": 7}
+}`
+	path := filepath.Join(dir, "loop.json")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func fileSHA(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// TestRunLoop runs `legorl run` end to end on a tiny config: the suite,
+// demonstrations, tokenizer, initial and SFT checkpoints are made, each
+// iteration rolls out (training split only), trains, publishes its
+// checkpoint to the store, and the held-out evals before and after print
+// the before/after table. Running it again resumes everything (nothing is
+// redone), and an update whose train_steps commit was lost is redone with
+// bitwise the same weights.
+func TestRunLoop(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := loopTestConfig(t, dir)
+	self, _ := os.Executable()
+	args := []string{"run", "--config", cfgPath, "--agent", self}
+
+	code, stdout, stderr := runCLI(t, testEnv(nil), args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	t.Logf("stdout:\n%s", stdout)
+	work := filepath.Join(dir, "work")
+	for _, p := range []string{"suite/tasks.jsonl", "demos-bash.jsonl", "tokenizer.json", "checkpoints/init/model.safetensors",
+		"checkpoints/sft/lineage.json", "checkpoints/iter-000001/lineage.json", "checkpoints/iter-000002/lineage.json"} {
+		if _, err := os.Stat(filepath.Join(work, p)); err != nil {
+			t.Errorf("missing %s", p)
+		}
+	}
+	// Versions chain: init 0, sft 1, iteration updates 2 and 3.
+	for i, want := range map[int]int64{1: 2, 2: 3} {
+		lin, err := trainer.ReadLineage(filepath.Join(work, "checkpoints", "iter-00000"+string(rune('0'+i))))
+		if err != nil || lin == nil {
+			t.Fatalf("lineage of iteration %d: %v", i, err)
+		}
+		if lin.Version != want || lin.Parent.Version != want-1 || lin.Gate == nil || lin.Gate.Overall.Pearson < 0.99 {
+			t.Errorf("iteration %d: version %d parent %d gate %+v", i, lin.Version, lin.Parent.Version, lin.Gate)
+		}
+	}
+	// Published checkpoints, byte for byte.
+	for v, iter := range map[string]string{"v000002": "iter-000001", "v000003": "iter-000002"} {
+		got := filepath.Join(dir, "store/runs/loop-test/checkpoints", v, "model.safetensors")
+		if fileSHA(t, got) != fileSHA(t, filepath.Join(work, "checkpoints", iter, "model.safetensors")) {
+			t.Errorf("published %s differs from %s", v, iter)
+		}
+	}
+	// Training rollouts come from the training split only.
+	code, out, errOut := runCLI(t, testEnv(nil), "export", "--store", "file://"+filepath.Join(dir, "store"), "--run", "loop-test", "--table", "rollouts")
+	if code != 0 {
+		t.Fatal(errOut)
+	}
+	if n := strings.Count(out, "\n"); n == 0 {
+		t.Fatal("no training rollouts")
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var r struct {
+			TaskID string `json:"task_id"`
+		}
+		json.Unmarshal([]byte(line), &r)
+		if !trainInstance(t, work, r.TaskID) {
+			t.Errorf("rollout of %s, which is not a training instance", r.TaskID)
+		}
+	}
+	table := regexp.MustCompile(`(?m)^bash +heldout +\d\.\d{3} +\d\.\d{3} +[+-]\d\.\d{3} +\d+$`)
+	if !strings.Contains(stdout, "pass@1 on held-out tasks, policy v1 (before RL) -> v3") || !table.MatchString(stdout) {
+		t.Errorf("no before/after table:\n%s", stdout)
+	}
+	if !strings.Contains(stderr, "iteration 1: policy v2:") || !strings.Contains(stderr, "gate Pearson") {
+		t.Errorf("no iteration summary:\n%s", stderr)
+	}
+
+	// Again: everything resumes.
+	code, stdout2, stderr2 := runCLI(t, testEnv(nil), args...)
+	if code != 0 {
+		t.Fatalf("rerun: exit %d: %s", code, stderr2)
+	}
+	if strings.Count(stderr2, "done by an earlier run") != 2 || strings.Contains(stderr2, "sft step") || strings.Contains(stderr2, "training") {
+		t.Errorf("the rerun redid work:\n%s", stderr2)
+	}
+	if tableLines(stdout2) != tableLines(stdout) {
+		t.Errorf("the rerun's table differs:\n%s\nvs\n%s", stdout2, stdout)
+	}
+
+	// A crash between the checkpoint's rename and its train_steps commit
+	// (simulated: the commit and the publication removed) redoes the
+	// update, deterministically.
+	before := fileSHA(t, filepath.Join(work, "checkpoints/iter-000002/model.safetensors"))
+	for _, p := range []string{"store/runs/loop-test/manifests/train/iter-000001", "store/runs/loop-test/checkpoints/v000003"} {
+		if err := os.RemoveAll(filepath.Join(dir, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, _, stderr3 := runCLI(t, testEnv(nil), args...)
+	if code != 0 {
+		t.Fatalf("redo: exit %d: %s", code, stderr3)
+	}
+	if strings.Count(stderr3, "done by an earlier run") != 1 || !strings.Contains(stderr3, "iteration 1: policy v2:") {
+		t.Errorf("iteration 1 was not redone:\n%s", stderr3)
+	}
+	if after := fileSHA(t, filepath.Join(work, "checkpoints/iter-000002/model.safetensors")); after != before {
+		t.Errorf("the redone update's weights differ: %s vs %s", after, before)
+	}
+}
+
+func tableLines(s string) string {
+	var keep []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, "bash ") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
+
+func trainInstance(t *testing.T, work, id string) bool {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(work, "suite/tasks.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, `"instance_id":"`+id+`"`) {
+			return strings.Contains(line, `"split":"train"`)
+		}
+	}
+	return false
+}
+
+// TestRunConfigErrors: a config that cannot run fails with one line naming
+// the field, before anything is written.
+func TestRunConfigErrors(t *testing.T) {
+	if err := loop.DefaultConfig().Validate(); err != nil {
+		t.Fatalf("the embedded demo config: %v", err)
+	}
+	dir := t.TempDir()
+	for _, tc := range []struct{ name, cfg, want string }{
+		{"unknown field", `{"run": "x", "harnes": "bash"}`, `unknown field "harnes"`},
+		{"no harness", `{"run": "x", "builtin": {"n": 4}, "init": {"model": {}}}`, "harness"},
+		{"bad harness", `{"run": "x", "harness": "nope", "builtin": {"n": 4}, "init": {"model": {}}}`, "harness"},
+		{"no tasks", `{"run": "x", "harness": "bash", "init": {"model": {}}}`, "builtin.n"},
+		{"no policy", `{"run": "x", "harness": "bash", "builtin": {"n": 4}}`, "init.model"},
+		{"bad run id", `{"run": "a/b", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}}`, "run"},
+		{"sft pi", `{"run": "x", "harness": "pi", "builtin": {"n": 4}, "init": {"model": {}}, "sft": {}}`, "sft.harness"},
+		{"bad duration", `{"run": "x", "harness": "bash", "rollout": {"agent_timeout": "soon"}}`, "duration"},
+		{"negative eval", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "eval": {"every": -1}}`, "eval.every"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".json")
+			os.WriteFile(path, []byte(tc.cfg), 0o644)
+			work := filepath.Join(dir, "work-"+strings.ReplaceAll(tc.name, " ", "-"))
+			code, _, stderr := runCLI(t, testEnv(nil), "run", "--config", path, "--work", work)
+			if code != 2 || !strings.Contains(stderr, tc.want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+				t.Errorf("exit %d, stderr %q: want one line with %q", code, stderr, tc.want)
+			}
+			if _, err := os.Stat(work); err == nil {
+				t.Errorf("%s was created", work)
+			}
+		})
+	}
+}

@@ -1,0 +1,285 @@
+package loop
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/legorl/legorl/harness"
+	"github.com/legorl/legorl/storage"
+	"github.com/legorl/legorl/tasks"
+	"github.com/legorl/legorl/trainer"
+)
+
+// ErrConfig: a loop config that cannot run.
+var ErrConfig = errors.New("loop: bad config")
+
+// Config is the loop's configuration file (JSON). Zero fields take the
+// defaults in their comments; DefaultConfig is the embedded demo config.
+type Config struct {
+	// Run is the run id; the loop is resumable per run id.
+	Run string `json:"run"`
+	// Store is the store URI. Defaults to file://./legorl-data.
+	Store string `json:"store,omitempty"`
+	// S3Endpoint is the S3 endpoint of an s3:// store.
+	S3Endpoint string `json:"s3_endpoint,omitempty"`
+	// WorkDir holds the loop's local files: the generated suite, the
+	// demonstrations, the tokenizer and the checkpoints. Defaults to
+	// ./legorl-work/RUN.
+	WorkDir string `json:"work_dir,omitempty"`
+
+	// Tasks is a suite (a .jsonl or .parquet file, or a folder with
+	// tasks.jsonl). Empty: the built-in suite Builtin describes, generated
+	// in WorkDir/suite.
+	Tasks   string  `json:"tasks,omitempty"`
+	Builtin Builtin `json:"builtin"`
+
+	// Policy is the starting checkpoint. Empty: one is initialised (Init)
+	// with a tokenizer trained on the demonstrations.
+	Policy string `json:"policy,omitempty"`
+	Init   Init   `json:"init"`
+	// SFT, when set, warm-starts the policy on the scripted solver's
+	// demonstrations of the training split before the first iteration.
+	SFT *SFT `json:"sft,omitempty"`
+
+	// Harness is the agent trained. Required.
+	Harness string `json:"harness"`
+	// Iterations is the number of updates. Defaults to 1.
+	Iterations int `json:"iterations"`
+	// Group is G, rollouts per training task per iteration. Defaults to 4.
+	Group int `json:"group"`
+	// Rollout configures every rollout, training and eval alike.
+	Rollout Rollout `json:"rollout"`
+	// Train is the trainer's config.
+	Train trainer.Config `json:"train"`
+	// Eval configures the held-out evals.
+	Eval Eval `json:"eval"`
+}
+
+// Builtin is the built-in suite's generator settings.
+type Builtin struct {
+	// N instances, Seed; Languages defaults to python and go.
+	N         int      `json:"n"`
+	Seed      uint64   `json:"seed"`
+	Languages []string `json:"languages,omitempty"`
+}
+
+// Init initialises the starting policy when Config.Policy is empty.
+type Init struct {
+	// Model is a Hugging Face config.json (Qwen3 or Qwen3-MoE); its
+	// vocab_size is set to the trained tokenizer's.
+	Model json.RawMessage `json:"model"`
+	// Vocab is the tokenizer's vocabulary size. Defaults to 1024.
+	Vocab int `json:"vocab"`
+	// Seed of the initial weights.
+	Seed uint64 `json:"seed"`
+}
+
+// SFT is the warm start.
+type SFT struct {
+	trainer.SFTConfig
+	// Harness is the demonstrations' format: bash or tools. Defaults to
+	// Config.Harness.
+	Harness string `json:"harness,omitempty"`
+}
+
+// Rollout configures the rollouts.
+type Rollout struct {
+	// MaxTurns bounds an episode. Defaults to 8.
+	MaxTurns int `json:"max_turns"`
+	// MaxTokens bounds a completion. Defaults to 256.
+	MaxTokens int `json:"max_tokens"`
+	// Parallel rollouts at once. Defaults to 4.
+	Parallel int `json:"parallel"`
+	// Template is the chat template. Defaults to qwen3.
+	Template string `json:"template,omitempty"`
+	// Backend is the sandbox backend. Defaults to local.
+	Backend string `json:"backend,omitempty"`
+	// AgentTimeout and GradeTimeout are the phases' deadlines ("5m").
+	// Default to 5 and 5 minutes.
+	AgentTimeout Duration `json:"agent_timeout,omitempty"`
+	GradeTimeout Duration `json:"grade_timeout,omitempty"`
+}
+
+// Eval configures the held-out evals: before the first update, every
+// Every iterations, and after the last.
+type Eval struct {
+	// Every is the period in iterations. Defaults to 0: before and after
+	// only.
+	Every int `json:"every"`
+	// Harnesses evaluated. Defaults to Config.Harness.
+	Harnesses []string `json:"harnesses,omitempty"`
+	// Group is rollouts per held-out task (pass@1 is their mean; pass@k
+	// with k = Group). Defaults to 1.
+	Group int `json:"group"`
+}
+
+// Duration is a time.Duration written as "90s" in JSON.
+type Duration time.Duration
+
+// UnmarshalJSON reads a Go duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration is a string like \"90s\": %s", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil || v < 0 {
+		return fmt.Errorf("bad duration %q", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+//go:embed demo.json
+var demoConfig []byte
+
+// DefaultConfig is the embedded demo config `make demo` runs: the bash
+// agent on a small built-in suite, a tiny dense model initialised here,
+// an SFT warm start and a few RL iterations.
+func DefaultConfig() Config {
+	c, err := ParseConfig(bytes.NewReader(demoConfig))
+	if err != nil {
+		panic("loop: the embedded demo config does not parse: " + err.Error()) // a build defect, caught by its test
+	}
+	return c
+}
+
+// ReadConfig reads a config file; unknown fields are errors.
+func ReadConfig(path string) (Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	defer f.Close()
+	c, err := ParseConfig(f)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ParseConfig decodes a config; unknown fields are errors.
+func ParseConfig(r io.Reader) (Config, error) {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	var c Config
+	if err := dec.Decode(&c); err != nil {
+		return Config{}, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	return c, nil
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Store == "" {
+		c.Store = "file://./legorl-data"
+	}
+	if c.WorkDir == "" {
+		c.WorkDir = "legorl-work/" + c.Run
+	}
+	if c.Iterations == 0 {
+		c.Iterations = 1
+	}
+	if c.Group == 0 {
+		c.Group = 4
+	}
+	if c.Init.Vocab == 0 {
+		c.Init.Vocab = 1024
+	}
+	if c.SFT != nil && c.SFT.Harness == "" {
+		s := *c.SFT
+		s.Harness = c.Harness
+		c.SFT = &s
+	}
+	r := &c.Rollout
+	if r.MaxTurns == 0 {
+		r.MaxTurns = 8
+	}
+	if r.MaxTokens == 0 {
+		r.MaxTokens = 256
+	}
+	if r.Parallel == 0 {
+		r.Parallel = 4
+	}
+	if r.Template == "" {
+		r.Template = "qwen3"
+	}
+	if r.Backend == "" {
+		r.Backend = "local"
+	}
+	if r.AgentTimeout == 0 {
+		r.AgentTimeout = Duration(5 * time.Minute)
+	}
+	if r.GradeTimeout == 0 {
+		r.GradeTimeout = Duration(5 * time.Minute)
+	}
+	if len(c.Eval.Harnesses) == 0 {
+		c.Eval.Harnesses = []string{c.Harness}
+	}
+	if c.Eval.Group == 0 {
+		c.Eval.Group = 1
+	}
+	return c
+}
+
+// Validate reports a config that cannot run, naming the field.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, a...)...)
+	}
+	if err := storage.CheckName("run id", c.Run); err != nil {
+		return bad("run: %v", err)
+	}
+	if _, err := harness.Lookup(c.Harness); err != nil {
+		return bad("harness: %v", err)
+	}
+	for _, h := range c.Eval.Harnesses {
+		if _, err := harness.Lookup(h); err != nil {
+			return bad("eval.harnesses: %v", err)
+		}
+	}
+	if c.Iterations < 0 || c.Iterations > 999999 {
+		return bad("iterations %d: want 1 to 999999", c.Iterations)
+	}
+	if c.Group < 1 || c.Group > 1024 || c.Eval.Group < 1 || c.Eval.Group > 1024 {
+		return bad("group %d, eval.group %d: want 1 to 1024", c.Group, c.Eval.Group)
+	}
+	if c.Eval.Every < 0 {
+		return bad("eval.every %d is negative", c.Eval.Every)
+	}
+	if c.Tasks == "" && c.Builtin.N <= 0 {
+		return bad("neither tasks (a suite) nor builtin.n (the built-in suite's size)")
+	}
+	if c.Policy == "" && len(c.Init.Model) == 0 {
+		return bad("neither policy (a checkpoint) nor init.model (a config.json to initialise one)")
+	}
+	if c.Init.Vocab < 265 {
+		return bad("init.vocab %d: at least 265", c.Init.Vocab)
+	}
+	if c.SFT != nil {
+		if !slices.Contains([]string{"bash", "tools"}, c.SFT.Harness) {
+			return bad("sft.harness %q: demonstrations exist for bash and tools", c.SFT.Harness)
+		}
+		if err := c.SFT.SFTConfig.Validate(); err != nil {
+			return err
+		}
+	}
+	if c.Rollout.MaxTurns < 0 || c.Rollout.MaxTokens < 0 || c.Rollout.Parallel < 0 {
+		return bad("rollout: negative max_turns, max_tokens or parallel")
+	}
+	return c.Train.WithDefaults().Validate()
+}
+
+// trainSplit is the only split the loop rolls out and fine-tunes on.
+var trainSplit = []string{tasks.SplitTrain}

@@ -1,0 +1,470 @@
+// Package loop is the RL loop `legorl run` drives: prepare (a suite, a
+// starting policy, an optional SFT warm start), evaluate on held-out
+// tasks, then per iteration run the rollout pipeline on the training
+// split, one trainer update, publish the checkpoint to the store, and
+// evaluate periodically; at the end, the before/after table.
+//
+// Everything it writes is write-once and named by the run id and the
+// iteration, so running the same config again resumes: prepared files are
+// reused, an iteration whose checkpoint and train_steps manifest exist is
+// skipped, an interrupted rollout pipeline finishes its claimed groups
+// (package transforms), and evals reuse their committed rollouts.
+//
+// Local layout (WorkDir):
+//
+//	suite/                   the generated built-in suite (unless Config.Tasks)
+//	demos-HARNESS.jsonl      the scripted solver's demonstrations (SFT)
+//	tokenizer.json           trained on the demonstrations (unless Config.Policy)
+//	checkpoints/init         the initialised policy (unless Config.Policy)
+//	checkpoints/sft          the warm-started policy
+//	checkpoints/iter-NNNNNN  the policy after iteration N-1's update
+//
+// In the store: the rollout, train and eval manifests and data of
+// packages transforms and trainer, runs/RUN/checkpoints/vNNNNNN/FILE (each
+// published checkpoint), and runs/RUN/reports/loop/results.json.
+package loop
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/legorl/legorl/pipelines/eval"
+	"github.com/legorl/legorl/pipelines/rollout"
+	"github.com/legorl/legorl/pipelines/runner"
+	"github.com/legorl/legorl/storage"
+	"github.com/legorl/legorl/tasks"
+	"github.com/legorl/legorl/trainer"
+	"github.com/legorl/legorl/transforms"
+)
+
+// Options are the loop's inputs besides its config.
+type Options struct {
+	// AgentBinary is legorl-agent's path (built-in harnesses).
+	AgentBinary string
+	// CodeVersion goes into footers and lineages. Defaults to "dev".
+	CodeVersion string
+	// Runner runs the pipelines. Defaults to Prism in process.
+	Runner runner.Options
+	// StoreOptions are the store's credentials.
+	StoreOptions storage.Options
+	// Log hears one line per phase; nil discards them.
+	Log io.Writer
+	// OnPipeline, when set, is called as a pipeline starts with its config
+	// and the number of tasks it runs; the function it returns is called
+	// when the pipeline ends (the CLI draws a progress bar in between).
+	OnPipeline func(cfg transforms.Config, tasks int) (done func())
+	// OnTrain, when set, hears the trainer's progress.
+	OnTrain func(trainer.Progress)
+	// OnSFT, when set, hears each SFT step.
+	OnSFT func(trainer.SFTStep)
+}
+
+// Result is what the loop measured.
+type Result struct {
+	// Iterations are the iterations of this config, resumed ones included.
+	Iterations []IterationResult `json:"iterations"`
+	// Evals are the held-out evals, in order (before, periodic, after).
+	Evals []EvalResult `json:"evals"`
+}
+
+// IterationResult is one iteration's figures.
+type IterationResult struct {
+	Iteration     int     `json:"iteration"`
+	PolicyVersion int64   `json:"policy_version"` // the version that sampled the rollouts
+	Resumed       bool    `json:"resumed"`        // done by an earlier run of the loop
+	Launched      int     `json:"launched"`
+	Completed     int     `json:"completed"`
+	Masked        int     `json:"masked"`
+	PassRate      float64 `json:"pass_rate"`
+	Trained       int     `json:"trained"`         // segments that carried loss
+	ZeroVariance  int     `json:"zero_variance"`   // groups without a gradient
+	Pearson       float64 `json:"pearson"`         // the gate's correlation
+	Loss          float64 `json:"loss"`            // mean loss of the update's steps
+	RolloutSecs   float64 `json:"rollout_seconds"` // wall time of the pipeline
+	TrainSecs     float64 `json:"train_seconds"`
+	TrainTokensPS float64 `json:"train_tokens_per_second"`
+	RecompTokPS   float64 `json:"recompute_tokens_per_second"`
+	Checkpoint    string  `json:"checkpoint"`
+}
+
+// EvalResult is pass@1 per harness and held-out split of one policy.
+type EvalResult struct {
+	PolicyVersion int64  `json:"policy_version"`
+	Checkpoint    string `json:"checkpoint"`
+	// Pass1[harness][split] is pass@1; Tasks[harness][split] the tasks
+	// with a completed rollout.
+	Pass1 map[string]map[string]float64 `json:"pass1"`
+	Tasks map[string]map[string]int     `json:"tasks"`
+}
+
+// evalSplits are evaluated separately: the headline (held-out instances)
+// and the transfer row (held-out families).
+var evalSplits = []string{tasks.SplitHeldout, tasks.SplitHeldoutFamily}
+
+// Run runs the loop of cfg. It returns what it measured; on error, what it
+// measured so far with the error.
+func Run(ctx context.Context, cfg Config, o Options) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	if o.CodeVersion == "" {
+		o.CodeVersion = "dev"
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	l := &looper{cfg: cfg, o: o}
+	if err := l.prepare(ctx); err != nil {
+		return nil, err
+	}
+	res := &Result{}
+	err := l.run(ctx, res)
+	if err == nil {
+		err = l.storeResult(ctx, res)
+	}
+	return res, err
+}
+
+type looper struct {
+	cfg   Config
+	o     Options
+	st    storage.Store
+	suite string // the suite's path
+	start string // the starting checkpoint (iteration 0's policy)
+}
+
+func (l *looper) logf(format string, a ...any) {
+	fmt.Fprintf(l.o.Log, "legorl run: "+format+"\n", a...)
+}
+
+func (l *looper) ckpt(iteration int) string {
+	if iteration == 0 {
+		return l.start
+	}
+	return filepath.Join(l.cfg.WorkDir, "checkpoints", fmt.Sprintf("iter-%06d", iteration))
+}
+
+func (l *looper) run(ctx context.Context, res *Result) error {
+	cfg := l.cfg
+	evalAt := func(i int) error {
+		e, err := l.eval(ctx, l.ckpt(i))
+		if err != nil {
+			return err
+		}
+		res.Evals = append(res.Evals, e)
+		return nil
+	}
+	if err := evalAt(0); err != nil {
+		return err
+	}
+	for i := 0; i < cfg.Iterations; i++ {
+		it, err := l.iteration(ctx, i)
+		if err != nil {
+			return fmt.Errorf("iteration %d: %w", i, err)
+		}
+		res.Iterations = append(res.Iterations, it)
+		l.logf("%s", it.summary())
+		last := i == cfg.Iterations-1
+		if last || (cfg.Eval.Every > 0 && (i+1)%cfg.Eval.Every == 0) {
+			if err := evalAt(i + 1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// iteration runs (or resumes) iteration i: rollouts with policy i, the
+// update to policy i+1, its publication.
+func (l *looper) iteration(ctx context.Context, i int) (IterationResult, error) {
+	cfg := l.cfg
+	pol, next := l.ckpt(i), l.ckpt(i+1)
+	version, err := policyVersion(pol)
+	if err != nil {
+		return IterationResult{}, err
+	}
+	it := IterationResult{Iteration: i, PolicyVersion: version, Checkpoint: next}
+	trainRef := storage.ManifestRef{RunID: cfg.Run, Iteration: i, Stage: "train"}
+	_, merr := storage.Latest(ctx, l.st, trainRef)
+	if merr != nil && !errors.Is(merr, storage.ErrNotFound) {
+		return it, merr
+	}
+	if exists(next) && merr == nil {
+		it.Resumed = true
+		rep, err := rollout.ReadReport(ctx, l.rolloutConfig(i, pol, version, cfg.Harness, transforms.Stage, cfg.Group, ""))
+		if err == nil {
+			it.fromReport(rep)
+		}
+		if lin, err := trainer.ReadLineage(next); err == nil && lin != nil && lin.Gate != nil {
+			it.Pearson = lin.Gate.Overall.Pearson
+			it.Trained = lin.Data.Trained
+		}
+		return it, l.publish(ctx, next)
+	}
+	if exists(next) { // a checkpoint whose train_steps never got committed: redo the update
+		if err := os.RemoveAll(next); err != nil {
+			return it, err
+		}
+	}
+	start := time.Now()
+	rc := l.rolloutConfig(i, pol, version, cfg.Harness, transforms.Stage, cfg.Group, "")
+	l.logf("iteration %d: rollouts of policy v%d on the training split (G=%d)", i, version, cfg.Group)
+	done := l.onPipeline(rc, l.countTasks(trainSplit))
+	rep, err := rollout.Run(ctx, rollout.Options{Tasks: l.suite, Splits: trainSplit, Config: rc}, l.runnerOptions("rollout", i))
+	done()
+	if err != nil {
+		return it, err
+	}
+	it.fromReport(rep)
+	it.RolloutSecs = time.Since(start).Seconds()
+	if rep.Completed == 0 {
+		return it, fmt.Errorf("no rollout completed (%d masked: %s): nothing to train on", rep.Masked, strings.Join(rep.MaskedBy, ", "))
+	}
+	l.logf("iteration %d: %d rollouts, pass rate %.3f; training", i, rep.Launched, rep.PassRate)
+	start = time.Now()
+	tr, err := trainer.Train(ctx, trainer.Options{Store: l.st, RunID: cfg.Run, Iteration: i, PolicyDir: pol, OutDir: next,
+		Config: cfg.Train, CodeVersion: l.o.CodeVersion, Progress: l.o.OnTrain})
+	if err != nil {
+		return it, err
+	}
+	it.TrainSecs = time.Since(start).Seconds()
+	u := tr.Update
+	it.Trained, it.ZeroVariance = u.Trained, u.Groups.ZeroVariance
+	if u.Gate != nil {
+		it.Pearson = u.Gate.Overall.Pearson
+	}
+	var tokens int
+	var secs float64
+	for _, s := range u.Steps {
+		it.Loss += s.Stats.Loss / float64(len(u.Steps))
+		tokens += s.Tokens
+		secs += s.Seconds
+	}
+	if secs > 0 {
+		it.TrainTokensPS = float64(tokens) / secs
+	}
+	if u.RecomputeSeconds > 0 {
+		it.RecompTokPS = float64(u.RecomputeTokens) / u.RecomputeSeconds
+	}
+	return it, l.publish(ctx, next)
+}
+
+func (it *IterationResult) fromReport(rep transforms.Report) {
+	it.Launched, it.Completed, it.Masked, it.PassRate = rep.Launched, rep.Completed, rep.Masked, rep.PassRate
+}
+
+func (it IterationResult) summary() string {
+	if it.Resumed {
+		return fmt.Sprintf("iteration %d: done by an earlier run (policy v%d -> %s, pass rate %.3f)", it.Iteration, it.PolicyVersion, it.Checkpoint, it.PassRate)
+	}
+	return fmt.Sprintf("iteration %d: policy v%d: %d rollouts (%d completed, %d masked), pass rate %.3f; %d segments trained, %d groups without variance, gate Pearson %.5f, loss %.4f; rollouts %.0fs, update %.0fs (%.0f train tokens/s, %.0f recompute tokens/s) -> %s",
+		it.Iteration, it.PolicyVersion, it.Launched, it.Completed, it.Masked, it.PassRate, it.Trained, it.ZeroVariance, it.Pearson, it.Loss,
+		it.RolloutSecs, it.TrainSecs, it.TrainTokensPS, it.RecompTokPS, it.Checkpoint)
+}
+
+// eval measures pass@1 of a checkpoint per harness and held-out split.
+// Each split is its own eval run (RUN-eval-heldout, ...), iteration = the
+// policy version, so the same policy is never evaluated twice.
+func (l *looper) eval(ctx context.Context, dir string) (EvalResult, error) {
+	version, err := policyVersion(dir)
+	if err != nil {
+		return EvalResult{}, err
+	}
+	e := EvalResult{PolicyVersion: version, Checkpoint: dir, Pass1: map[string]map[string]float64{}, Tasks: map[string]map[string]int{}}
+	for _, split := range evalSplits {
+		n := l.countTasks([]string{split})
+		if n == 0 {
+			continue
+		}
+		rc := l.rolloutConfig(int(version), dir, version, l.cfg.Eval.Harnesses[0], "", l.cfg.Eval.Group, evalRun(l.cfg.Run, split))
+		l.logf("eval of policy v%d on %s (%d tasks, %s)", version, split, n, strings.Join(l.cfg.Eval.Harnesses, ", "))
+		done := l.onPipeline(rc, n*len(l.cfg.Eval.Harnesses))
+		t, err := eval.Run(ctx, eval.Options{Tasks: l.suite, Harnesses: l.cfg.Eval.Harnesses, Splits: []string{split}, Config: rc},
+			l.runnerOptions("eval-"+split, int(version)))
+		done()
+		if err != nil {
+			return e, err
+		}
+		for _, r := range t.Rows {
+			if e.Pass1[r.Harness] == nil {
+				e.Pass1[r.Harness], e.Tasks[r.Harness] = map[string]float64{}, map[string]int{}
+			}
+			e.Pass1[r.Harness][split], e.Tasks[r.Harness][split] = r.Pass1, r.Tasks
+			l.logf("eval of policy v%d: %s on %s: pass@1 %.3f over %d tasks (%d masked)", version, r.Harness, split, r.Pass1, r.Tasks, r.Masked)
+		}
+	}
+	return e, nil
+}
+
+// evalRun is the run id of a split's evals.
+func evalRun(run, split string) string { return run + "-eval-" + strings.ReplaceAll(split, "_", "-") }
+
+func (l *looper) rolloutConfig(iteration int, policy string, version int64, h, stage string, group int, run string) transforms.Config {
+	cfg := l.cfg
+	if run == "" {
+		run = cfg.Run
+	}
+	return transforms.Config{
+		Store: cfg.Store, S3Endpoint: cfg.S3Endpoint, RunID: run, Iteration: int32(iteration), Stage: stage, Group: group,
+		Harness: h, MaxTurns: cfg.Rollout.MaxTurns, AgentBinary: l.o.AgentBinary, Policy: policy, PolicyVersion: version,
+		Template: cfg.Rollout.Template, MaxTokens: cfg.Rollout.MaxTokens, Backend: cfg.Rollout.Backend, Parallel: cfg.Rollout.Parallel,
+		AgentTimeout: time.Duration(cfg.Rollout.AgentTimeout), GradeTimeout: time.Duration(cfg.Rollout.GradeTimeout),
+		CodeVersion: l.o.CodeVersion, JobID: fmt.Sprintf("loop-%d", time.Now().UnixNano()),
+	}
+}
+
+func (l *looper) runnerOptions(what string, iteration int) runner.Options {
+	ro := l.o.Runner
+	if ro.JobName == "" {
+		ro.JobName = fmt.Sprintf("legorl-run-%s-%s-%d", l.cfg.Run, what, iteration)
+	}
+	return ro
+}
+
+func (l *looper) onPipeline(cfg transforms.Config, n int) func() {
+	if l.o.OnPipeline == nil {
+		return func() {}
+	}
+	return l.o.OnPipeline(cfg, n)
+}
+
+// countTasks counts the valid tasks of the splits (for progress).
+func (l *looper) countTasks(splits []string) int {
+	s, err := tasks.Load(l.suite)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for i := range s.Instances {
+		in := &s.Instances[i]
+		if in.Check() == nil && (in.Split == "" || slices.Contains(splits, in.Split)) {
+			n++
+		}
+	}
+	return n
+}
+
+// publish puts a checkpoint's files under runs/RUN/checkpoints/vNNNNNN/,
+// write-once; a file already there with the same bytes counts as put (a
+// resumed loop publishes again), different bytes are an error.
+func (l *looper) publish(ctx context.Context, dir string) error {
+	version, err := policyVersion(dir)
+	if err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		key := fmt.Sprintf("runs/%s/checkpoints/v%06d/%s", l.cfg.Run, version, e.Name())
+		if err := putFile(ctx, l.st, key, filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("publish %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+func putFile(ctx context.Context, st storage.Store, key, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	err = st.Put(ctx, key, f, fi.Size())
+	if !errors.Is(err, storage.ErrExists) {
+		return err
+	}
+	want, err := fileHash(f)
+	if err != nil {
+		return err
+	}
+	rc, err := st.Get(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	got, err := readerHash(rc)
+	if err != nil {
+		return err
+	}
+	if got != want {
+		return fmt.Errorf("%w: %s holds other bytes than %s", storage.ErrExists, key, path)
+	}
+	return nil
+}
+
+func fileHash(f *os.File) (string, error) {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return "", err
+	}
+	return readerHash(f)
+}
+
+func readerHash(r io.Reader) (string, error) {
+	h := sha256.New()
+	if _, err := io.Copy(h, r); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// storeResult writes the loop's figures to runs/RUN/reports/loop/
+// results-vFIRST-vLAST.json (write-once; the same figures again are fine).
+func (l *looper) storeResult(ctx context.Context, res *Result) error {
+	if len(res.Evals) == 0 {
+		return nil
+	}
+	body, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	first, last := res.Evals[0].PolicyVersion, res.Evals[len(res.Evals)-1].PolicyVersion
+	tmp, err := os.CreateTemp("", "legorl-results-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	if _, err := tmp.Write(body); err != nil {
+		return err
+	}
+	key := fmt.Sprintf("runs/%s/reports/loop/results-v%06d-v%06d-%d.json", l.cfg.Run, first, last, time.Now().UnixNano())
+	return putFile(ctx, l.st, key, tmp.Name())
+}
+
+// policyVersion is a checkpoint's version: lineage.json's, or 0.
+func policyVersion(dir string) (int64, error) {
+	lin, err := trainer.ReadLineage(dir)
+	if err != nil {
+		return 0, err
+	}
+	if lin == nil {
+		return 0, nil
+	}
+	return lin.Version, nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, fs.ErrNotExist)
+}

@@ -1,0 +1,241 @@
+package loop
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/legorl/legorl/harness/scripted"
+	"github.com/legorl/legorl/policy/model"
+	"github.com/legorl/legorl/policy/tokenizer"
+	"github.com/legorl/legorl/storage"
+	"github.com/legorl/legorl/tasks"
+	"github.com/legorl/legorl/tasks/builtin"
+	"github.com/legorl/legorl/trainer"
+	"github.com/legorl/legorl/transforms"
+)
+
+// prepare opens the store and makes the suite and the starting policy,
+// reusing what an earlier run of the same config left in WorkDir. Every
+// file or folder is written beside its final name and renamed, so a crash
+// leaves either nothing or the whole thing.
+func (l *looper) prepare(ctx context.Context) error {
+	cfg := l.cfg
+	var err error
+	if cfg.WorkDir, err = filepath.Abs(cfg.WorkDir); err != nil {
+		return err
+	}
+	l.cfg.WorkDir = cfg.WorkDir
+	if err := os.MkdirAll(filepath.Join(cfg.WorkDir, "checkpoints"), 0o755); err != nil {
+		return fmt.Errorf("work dir: %w", err)
+	}
+	so := l.o.StoreOptions
+	if cfg.S3Endpoint != "" {
+		so.S3Endpoint = cfg.S3Endpoint
+	}
+	so.CreateBucket = true
+	if l.st, err = storage.Open(ctx, cfg.Store, so); err != nil {
+		return err
+	}
+	transforms.SetStoreOptions(l.o.StoreOptions)
+
+	if l.suite, err = l.prepareSuite(ctx); err != nil {
+		return err
+	}
+	if cfg.Policy != "" {
+		if l.start, err = filepath.Abs(cfg.Policy); err != nil {
+			return err
+		}
+		if _, err := model.LoadConfig(filepath.Join(l.start, "config.json")); err != nil {
+			return fmt.Errorf("policy: %w", err)
+		}
+	} else if l.start, err = l.prepareInit(ctx); err != nil {
+		return err
+	}
+	if cfg.SFT != nil {
+		if l.start, err = l.prepareSFT(ctx, l.start); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *looper) prepareSuite(ctx context.Context) (string, error) {
+	if l.cfg.Tasks != "" {
+		p, err := filepath.Abs(l.cfg.Tasks)
+		if err != nil {
+			return "", err
+		}
+		if _, err := tasks.Load(p); err != nil {
+			return "", err
+		}
+		return p, nil
+	}
+	dir := filepath.Join(l.cfg.WorkDir, "suite")
+	if exists(filepath.Join(dir, "tasks.jsonl")) {
+		return dir, nil
+	}
+	b := l.cfg.Builtin
+	l.logf("generating the built-in suite (%d instances, seed %d) in %s", b.N, b.Seed, dir)
+	return dir, atomicDir(dir, func(tmp string) error {
+		_, err := builtin.Generate(ctx, tmp, builtin.Options{N: b.N, Seed: b.Seed, Languages: b.Languages})
+		return err
+	})
+}
+
+// demos writes (once) the scripted solver's demonstrations of every
+// training instance in the agent's format and returns the file.
+func (l *looper) demos(ctx context.Context, agent string) (string, error) {
+	path := filepath.Join(l.cfg.WorkDir, "demos-"+agent+".jsonl")
+	if exists(path) {
+		return path, nil
+	}
+	s, err := tasks.Load(l.suite)
+	if err != nil {
+		return "", err
+	}
+	var demos []*scripted.Demo
+	for i := range s.Instances {
+		in := &s.Instances[i]
+		if scripted.CheckTrain(in) != nil || in.Check() != nil {
+			continue // held out, or invalid: never a demonstration
+		}
+		d, err := scripted.Solve(ctx, s.Dir, in, agent, scripted.Options{})
+		if err != nil {
+			return "", err
+		}
+		demos = append(demos, d)
+	}
+	if len(demos) == 0 {
+		return "", fmt.Errorf("%s: no training instance to demonstrate", l.suite)
+	}
+	var buf bytes.Buffer
+	if err := scripted.WriteJSONL(&buf, demos); err != nil {
+		return "", err
+	}
+	l.logf("%d %s demonstrations -> %s", len(demos), agent, path)
+	return path, atomicFile(path, buf.Bytes())
+}
+
+// prepareInit trains a tokenizer on the demonstrations and initialises
+// the model of Init with its vocabulary.
+func (l *looper) prepareInit(ctx context.Context) (string, error) {
+	dir := filepath.Join(l.cfg.WorkDir, "checkpoints", "init")
+	if exists(dir) {
+		return dir, nil
+	}
+	agent := l.cfg.Harness
+	if l.cfg.SFT != nil {
+		agent = l.cfg.SFT.Harness
+	}
+	if agent != "bash" && agent != "tools" {
+		agent = "bash" // the corpus only: the demonstrations' text is the suite's language
+	}
+	demos, err := l.demos(ctx, agent)
+	if err != nil {
+		return "", err
+	}
+	corpus, err := os.ReadFile(demos)
+	if err != nil {
+		return "", err
+	}
+	tr := tokenizer.NewTrainer(nil)
+	tr.Add(string(corpus))
+	tokJSON, err := tr.Train(tokenizer.TrainOptions{VocabSize: l.cfg.Init.Vocab, MinFrequency: 2})
+	if err != nil {
+		return "", fmt.Errorf("tokenizer: %w", err)
+	}
+	tok, err := tokenizer.Parse(tokJSON)
+	if err != nil {
+		return "", fmt.Errorf("tokenizer: %w", err)
+	}
+	tokPath := filepath.Join(l.cfg.WorkDir, "tokenizer.json")
+	if err := atomicFile(tokPath, tokJSON); err != nil {
+		return "", err
+	}
+	var mc map[string]any
+	if err := json.Unmarshal(l.cfg.Init.Model, &mc); err != nil {
+		return "", fmt.Errorf("%w: init.model: %v", ErrConfig, err)
+	}
+	mc["vocab_size"] = tok.VocabSize()
+	mcJSON, _ := json.Marshal(mc)
+	mcPath := filepath.Join(l.cfg.WorkDir, "model-config.json")
+	if err := atomicFile(mcPath, mcJSON); err != nil {
+		return "", err
+	}
+	mconf, err := model.LoadConfig(mcPath)
+	if err != nil {
+		return "", fmt.Errorf("%w: init.model: %v", ErrConfig, err)
+	}
+	m, err := model.New(mconf, l.cfg.Init.Seed)
+	if err != nil {
+		return "", fmt.Errorf("%w: init.model: %v", ErrConfig, err)
+	}
+	l.logf("initialised a %d-parameter model (vocabulary %d, seed %d) -> %s", m.NumParams(), tok.VocabSize(), l.cfg.Init.Seed, dir)
+	return dir, atomicDir(dir, func(tmp string) error {
+		return m.Save(tmp, model.SaveOptions{TokenizerFiles: []string{tokPath}})
+	})
+}
+
+// prepareSFT fine-tunes the starting policy on the demonstrations.
+func (l *looper) prepareSFT(ctx context.Context, from string) (string, error) {
+	dir := filepath.Join(l.cfg.WorkDir, "checkpoints", "sft")
+	if exists(dir) {
+		return dir, nil
+	}
+	demos, err := l.demos(ctx, l.cfg.SFT.Harness)
+	if err != nil {
+		return "", err
+	}
+	l.logf("SFT warm start on %s", demos)
+	res, err := trainer.SFT(ctx, trainer.SFTOptions{Demos: demos, PolicyDir: from, OutDir: dir, Config: l.cfg.SFT.SFTConfig,
+		CodeVersion: l.o.CodeVersion, Progress: l.o.OnSFT})
+	if err != nil {
+		return "", fmt.Errorf("sft: %w", err)
+	}
+	first := 0.0
+	if len(res.Lineage.Steps) > 0 {
+		first = res.Lineage.Steps[0].Loss
+	}
+	l.logf("SFT: %d steps, loss %.4f -> %.4f -> %s", len(res.Lineage.Steps), first, res.Lineage.FinalLoss, dir)
+	return dir, nil
+}
+
+// atomicDir fills a temporary folder beside dir and renames it to dir.
+func atomicDir(dir string, fill func(tmp string) error) error {
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".legorl-tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp) // a no-op once renamed
+	if err := fill(tmp); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dir)
+}
+
+// atomicFile writes data beside path and renames it.
+func atomicFile(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".legorl-tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
