@@ -68,6 +68,9 @@ type Options struct {
 	OnTrain func(trainer.Progress)
 	// OnSFT, when set, hears each SFT step.
 	OnSFT func(trainer.SFTStep)
+	// TrainMetrics, when set, receives the updates' Prometheus metrics.
+	// (The rollouts' come from transforms.SetRuntimeMetrics.)
+	TrainMetrics *trainer.Metrics
 }
 
 // Result is what the loop measured.
@@ -235,7 +238,7 @@ func (l *looper) iteration(ctx context.Context, i int) (IterationResult, error) 
 	l.logf("iteration %d: %d rollouts, pass rate %.3f; training", i, rep.Launched, rep.PassRate)
 	start = time.Now()
 	tr, err := trainer.Train(ctx, trainer.Options{Store: l.st, RunID: cfg.Run, Iteration: i, PolicyDir: pol, OutDir: next,
-		Config: cfg.Train, CodeVersion: l.o.CodeVersion, Progress: l.o.OnTrain})
+		Config: cfg.Train, CodeVersion: l.o.CodeVersion, Progress: l.o.OnTrain, Metrics: l.o.TrainMetrics})
 	if err != nil {
 		return it, err
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/legorl/legorl/policy/chat"
 	"github.com/legorl/legorl/policy/engine"
@@ -22,8 +23,9 @@ type idPrefixer interface{ idPrefix() string }
 
 // call runs one call of rollout ro, which the caller holds locked: render,
 // place in a segment, generate (streaming if asked), check, record, parse,
-// reply.
-func (p *Proxy) call(ctx context.Context, w http.ResponseWriter, f wireFormat, ro *rollout, turn Turn) {
+// reply. It returns the error the caller got (nil on success) and notes in
+// c what the metrics count.
+func (p *Proxy) call(ctx context.Context, w http.ResponseWriter, f wireFormat, ro *rollout, turn Turn, c *callStats) *apiError {
 	defer func() {
 		if v := recover(); v != nil {
 			ro.m.Panics++
@@ -33,8 +35,9 @@ func (p *Proxy) call(ctx context.Context, w http.ResponseWriter, f wireFormat, r
 	prompt, err := p.opt.Template.Render(turn.Messages, turn.Tools,
 		chat.Options{AddGenerationPrompt: true, DisableThinking: turn.DisableThinking})
 	if err != nil {
-		f.fail(w, badRequest("messages", "proxy: the conversation cannot be rendered: %v", err))
-		return
+		e := badRequest("messages", "proxy: the conversation cannot be rendered: %v", err)
+		f.fail(w, e)
+		return e
 	}
 	pl := ro.rec.place(describe(prompt, turn), p.encode)
 
@@ -59,7 +62,9 @@ func (p *Proxy) call(ctx context.Context, w http.ResponseWriter, f wireFormat, r
 		out.dec = p.tok.NewStreamDecoder()
 	}
 
+	started := time.Now()
 	gen, err := p.generate(ctx, req, out)
+	c.generating = time.Since(started)
 	if err == nil {
 		err = p.check(gen)
 	}
@@ -72,7 +77,7 @@ func (p *Proxy) call(ctx context.Context, w http.ResponseWriter, f wireFormat, r
 			ro.m.BadOutputs++
 		}
 		out.fail(e)
-		return
+		return e
 	}
 	textBytes, _ := p.tok.Decode(gen.Tokens) // ids were checked
 	text := string(textBytes)
@@ -80,7 +85,7 @@ func (p *Proxy) call(ctx context.Context, w http.ResponseWriter, f wireFormat, r
 		ro.m.Overlong = true
 	}
 	_, gap := ro.rec.commit(pl, index, gen, text)
-	ro.count(pl, gap)
+	c.fork = ro.count(pl, gap)
 
 	parsed := p.parse(text, turn)
 	for i := range parsed.ToolCalls {
@@ -105,9 +110,11 @@ func (p *Proxy) call(ctx context.Context, w http.ResponseWriter, f wireFormat, r
 	ro.m.PromptTokens += reply.Usage.PromptTokens
 	ro.m.CompletionTokens += reply.Usage.CompletionTokens
 	ro.m.CachedTokens += reply.Usage.CachedTokens
+	c.usage = reply.Usage
 	if !out.done(parsed) {
 		ro.m.StreamMismatches++
 	}
+	return nil
 }
 
 // encode tokenizes rendered text, special tokens recognised.
@@ -127,8 +134,9 @@ func describe(prompt string, turn Turn) callInfo {
 	return c
 }
 
-// count adds a recorded call to the rollout's metrics.
-func (ro *rollout) count(pl placement, routingGap bool) {
+// count adds a recorded call to the rollout's metrics. It returns the fork
+// reason of a call that began a new main-thread segment, "" for any other.
+func (ro *rollout) count(pl placement, routingGap bool) (fork string) {
 	switch {
 	case pl.retry:
 		ro.m.Retries++
@@ -139,6 +147,7 @@ func (ro *rollout) count(pl placement, routingGap bool) {
 	case pl.fork():
 		ro.m.PrefixChecks++
 		ro.m.Forks[pl.reason]++
+		fork = pl.reason
 	}
 	if pl.side {
 		ro.m.SideRequests++
@@ -149,6 +158,7 @@ func (ro *rollout) count(pl placement, routingGap bool) {
 	if routingGap {
 		ro.m.RoutingGaps++
 	}
+	return fork
 }
 
 // parse reads a completion with the template. With tool_choice "none"

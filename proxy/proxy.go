@@ -89,6 +89,9 @@ type Options struct {
 	// Logger receives recovered panics and failed writes. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
+	// ServerMetrics, when not nil, counts every model call in Prometheus
+	// metrics (NewServerMetrics). Defaults to nil: no metrics.
+	ServerMetrics *ServerMetrics
 }
 
 // Proxy serves the wire formats for every open rollout. It is an

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/legorl/legorl/policy/chat"
 )
@@ -29,11 +30,12 @@ import (
 func (p *Proxy) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	for name, f := range p.formats {
+		api := apis[name]
 		mux.Handle("/rollout/{id}/v1/"+name, p.guard(f, func(w http.ResponseWriter, r *http.Request) {
-			p.serveTurn(w, r, f, r.PathValue("id"))
+			p.serveTurn(w, r, f, api, r.PathValue("id"))
 		}))
 		mux.Handle("/v1/"+name, p.guard(f, func(w http.ResponseWriter, r *http.Request) {
-			p.serveTurn(w, r, f, DefaultRollout)
+			p.serveTurn(w, r, f, api, DefaultRollout)
 		}))
 	}
 	if f, ok := p.formats["messages"].(tokenCounter); ok {
@@ -74,34 +76,46 @@ func (p *Proxy) formatFor(r *http.Request) wireFormat {
 	return p.formats["chat/completions"]
 }
 
-// serveTurn serves one call: it reads and decodes the body, checks the
-// model, waits for the rollout's turn and runs the call.
-func (p *Proxy) serveTurn(w http.ResponseWriter, r *http.Request, f wireFormat, id string) {
-	body, ok := p.readBody(w, r, f)
-	if !ok {
-		return
+// serveTurn serves one call of wire API api (the metrics' label) and
+// reports it to the metrics.
+func (p *Proxy) serveTurn(w http.ResponseWriter, r *http.Request, f wireFormat, api, id string) {
+	start := time.Now()
+	// Until turn returns, the call has failed: a panic ends it that way
+	// (guard answers it with a server error).
+	c := &callStats{fail: serverError("proxy: internal error")}
+	defer func() { p.opt.ServerMetrics.observe(api, time.Since(start), c) }()
+	c.fail = p.turn(w, r, f, id, c)
+}
+
+// turn reads and decodes the body, checks the model, waits for the
+// rollout's turn and runs the call. It returns the error the caller got,
+// nil when the call succeeded.
+func (p *Proxy) turn(w http.ResponseWriter, r *http.Request, f wireFormat, id string, c *callStats) *apiError {
+	fail := func(e *apiError) *apiError {
+		f.fail(w, e)
+		return e
+	}
+	body, e := p.readBody(w, r)
+	if e != nil {
+		return fail(e)
 	}
 	turn, e := f.decode(body)
 	if e != nil {
-		f.fail(w, e)
-		return
+		return fail(e)
 	}
 	if !p.accepts(turn.Model) {
-		f.fail(w, unknownModel(turn.Model))
-		return
+		return fail(unknownModel(turn.Model))
 	}
 	ro, err := p.lockRollout(r.Context(), id)
 	if err != nil {
 		if errors.Is(err, ErrNoRollout) {
-			f.fail(w, unknownRollout(id))
-			return
+			return fail(unknownRollout(id))
 		}
 		e, _, _ := engineError(err)
-		f.fail(w, e)
-		return
+		return fail(e)
 	}
 	defer ro.unlock()
-	p.call(r.Context(), w, f, ro, turn)
+	return p.call(r.Context(), w, f, ro, turn, c)
 }
 
 // tokenCounter is a wire format with a token-counting endpoint (Anthropic
@@ -111,25 +125,22 @@ type tokenCounter interface {
 	countTokens(w http.ResponseWriter, inputTokens int)
 }
 
-// readBody reads a request body of at most the configured size, answering
-// the error itself; ok is false when it did.
-func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, f wireFormat) (body []byte, ok bool) {
+// readBody reads a POST request body of at most the configured size; the
+// error is the one to answer with.
+func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		f.fail(w, methodNotAllowed(r.Method))
-		return nil, false
+		return nil, methodNotAllowed(r.Method)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.opt.MaxBodyBytes))
 	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
-			f.fail(w, tooLarge(mb.Limit))
-			return nil, false
+			return nil, tooLarge(mb.Limit)
 		}
-		f.fail(w, badRequest("", "proxy: reading the request body: %v", err))
-		return nil, false
+		return nil, badRequest("", "proxy: reading the request body: %v", err)
 	}
-	return body, true
+	return body, nil
 }
 
 // serveCount answers a token count: the length of the prompt the call
@@ -137,8 +148,9 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, f wireFormat) (
 // anything: a call that extends its segment counts the recorded tokens
 // plus the new suffix, which may differ from tokenizing the whole text).
 func (p *Proxy) serveCount(w http.ResponseWriter, r *http.Request, f wireFormat, c tokenCounter, id string) {
-	body, ok := p.readBody(w, r, f)
-	if !ok {
+	body, e := p.readBody(w, r)
+	if e != nil {
+		f.fail(w, e)
 		return
 	}
 	turn, e := c.decodeCountTokens(body)

@@ -12,10 +12,11 @@ import (
 // or one Iteration over an iteration's data. It is not safe for concurrent
 // use.
 type Trainer struct {
-	cfg Config
-	m   *model.Model
-	opt *model.AdamW
-	g   *model.Grads
+	cfg     Config
+	m       *model.Model
+	opt     *model.AdamW
+	g       *model.Grads
+	metrics *Metrics // Options.Metrics of Train; nil: none
 }
 
 // New returns a trainer of m with the given config (defaults applied). opt
@@ -198,6 +199,7 @@ func (t *Trainer) Iteration(d *Data, version int64, progress func(Progress)) (*I
 	}
 	gate, keep, err := Check(d.Samples, rec, version, t.cfg)
 	res.Gate = gate
+	t.metrics.gate(gate)
 	if err != nil {
 		return res, err
 	}
@@ -224,6 +226,7 @@ func (t *Trainer) Iteration(d *Data, version int64, progress func(Progress)) (*I
 		if err != nil {
 			return res, err
 		}
+		t.metrics.step(sr)
 		res.Steps = append(res.Steps, sr)
 	}
 	return res, nil

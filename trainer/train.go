@@ -39,6 +39,10 @@ type Options struct {
 	Mem memory.Allocator
 	// Progress, when not nil, hears of each phase's progress.
 	Progress func(Progress)
+	// Metrics, when not nil, receives each optimizer step's figures and
+	// the gate's as Prometheus metrics (NewMetrics), as they happen.
+	// Defaults to nil: no metrics.
+	Metrics *Metrics
 }
 
 // Result is what Train published.
@@ -93,6 +97,7 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	tr.metrics = o.Metrics
 	upd, err := tr.Iteration(data, parent.ref.Version, progress)
 	if err != nil {
 		return nil, err

@@ -30,6 +30,7 @@ func runGroup(ctx context.Context, rt *runtime, st storage.Store, cfg Config, g 
 		segs  []schemas.Segment
 		steps []schemas.Step
 		err   error
+		took  time.Duration
 	}
 	n := len(g.Rollouts)
 	res := make([]result, n)
@@ -50,6 +51,7 @@ func runGroup(ctx context.Context, rt *runtime, st storage.Store, cfg Config, g 
 		case <-ctx.Done():
 		}
 		tail.started(i)
+		rt.met.Pipeline.rolloutLaunched()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -59,7 +61,9 @@ func runGroup(ctx context.Context, rt *runtime, st storage.Store, cfg Config, g 
 				defer func() { <-rt.slots }()
 			}
 			r := &res[i]
+			start := time.Now()
 			r.row, r.segs, r.steps, r.err = runOne(rctx, rt, cfg, h, g, spec)
+			r.took = time.Since(start)
 		}()
 	}
 	rt.admit.Unlock()
@@ -81,6 +85,7 @@ func runGroup(ctx context.Context, rt *runtime, st storage.Store, cfg Config, g 
 			row.Error = oneLine("tail-kill: the rest of the group ended "+cfg.TailGrace.String()+" earlier; "+row.Error, 2000)
 			row.Flags = appendFlag(row.Flags, "tail_killed")
 		}
+		rt.met.Pipeline.rolloutEnded(row, r.took)
 		sh.rollouts = append(sh.rollouts, row)
 		sh.segments = append(sh.segments, r.segs...)
 		sh.steps = append(sh.steps, r.steps...)
@@ -98,7 +103,11 @@ func runGroup(ctx context.Context, rt *runtime, st storage.Store, cfg Config, g 
 	if err := fault(cfg, "after-shard", out.TaskID); err != nil {
 		return GroupResult{}, err
 	}
-	return putClaim(sctx, st, ClaimKey(cfg.RunID, cfg.Stage, cfg.Iteration, g.GroupID), out)
+	out, err = putClaim(sctx, st, ClaimKey(cfg.RunID, cfg.Stage, cfg.Iteration, g.GroupID), out)
+	if err == nil {
+		rt.met.Pipeline.group(out.Reused)
+	}
+	return out, err
 }
 
 // fault returns ErrFault when cfg injects one at point for the task.

@@ -84,6 +84,7 @@ func (f *rolloutFn) ProcessElement(ctx context.Context, g Group, emit func(Group
 				ErrAccounting, g.GroupID, g.Task.Instance.InstanceID, len(r.Rollouts), len(g.Rollouts))
 		}
 		r.Reused = true
+		f.rt.met.Pipeline.group(true)
 		emit(r)
 		return nil
 	}

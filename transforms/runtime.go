@@ -34,6 +34,7 @@ type runtime struct {
 	slots   chan struct{}
 	admit   sync.Mutex // held by a group while it takes its slots
 	closers []func()
+	met     RuntimeMetrics // what this process attached when it was built
 }
 
 func (r *runtime) close() {
@@ -182,7 +183,7 @@ func templateByName(name string) (proxy.Template, error) {
 }
 
 func newRuntime(ctx context.Context, cfg Config) (rt *runtime, err error) {
-	rt = &runtime{slots: make(chan struct{}, cfg.Parallel)}
+	rt = &runtime{slots: make(chan struct{}, cfg.Parallel), met: currentRuntimeMetrics()}
 	defer func() {
 		if err != nil {
 			rt.close()
@@ -204,7 +205,7 @@ func newRuntime(ctx context.Context, cfg Config) (rt *runtime, err error) {
 		if err != nil {
 			return rt, fmt.Errorf("transforms: policy %s: %w", cfg.Policy, err)
 		}
-		eng := engine.New(m, cfg.PolicyVersion, engine.Options{})
+		eng := engine.New(m, cfg.PolicyVersion, engine.Options{Metrics: rt.met.Engine})
 		rt.closers = append(rt.closers, eng.Close)
 		gen = eng
 	default:
@@ -221,20 +222,20 @@ func newRuntime(ctx context.Context, cfg Config) (rt *runtime, err error) {
 		gen = e
 	}
 	rt.proxy, err = proxy.New(proxy.Options{Generator: gen, Tokenizer: rt.tok, Template: tmpl, MaxTokens: cfg.MaxTokens,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ServerMetrics: rt.met.Proxy})
 	if err != nil {
 		return rt, err
 	}
 	switch cfg.Backend {
 	case "docker":
-		b, err := docker.New(ctx, docker.Options{})
+		b, err := docker.New(ctx, docker.Options{Metrics: rt.met.Sandbox})
 		if err != nil {
 			return rt, err
 		}
 		rt.backend = b
 		rt.closers = append(rt.closers, func() { b.Close() })
 	default:
-		b := local.New(local.Options{})
+		b := local.New(local.Options{Metrics: rt.met.Sandbox})
 		rt.backend = b
 		rt.closers = append(rt.closers, func() { b.Close() })
 	}

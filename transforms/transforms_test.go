@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 
+	"github.com/legorl/legorl/harness/agent"
 	"github.com/legorl/legorl/policy/model"
 	"github.com/legorl/legorl/policy/tokenizer"
 	"github.com/legorl/legorl/schemas"
@@ -28,8 +30,13 @@ import (
 	"github.com/legorl/legorl/transforms/rollout"
 )
 
-// Unit tests build pipelines on the direct runner.
+// Unit tests build pipelines on the direct runner. The test binary doubles
+// as legorl-agent: TestRuntimeMetrics's rollouts show it inside the
+// sandbox, where it runs as the agent when called that way.
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && slices.Contains(agent.Names(), os.Args[1]) {
+		os.Exit(agent.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	ptest.MainWithDefault(m, "direct")
 }

@@ -61,6 +61,11 @@ func runEval(ctx context.Context, env *environ, args []string, stdout, stderr io
 	if err != nil {
 		return err
 	}
+	stopMetrics, err := pf.startMetrics(ctx, "eval", stderr)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	start := time.Now()
 	t, err := eval.Run(ctx, eval.Options{Tasks: abs, Harnesses: hs, Splits: strings.Split(*splits, ","), Config: cfg},
 		pf.runnerOptions("legorl-eval-"+*run))

@@ -41,6 +41,7 @@ type pipelineFlags struct {
 	setupTimeout *time.Duration
 	remoteURL    *string
 	remoteKind   *string
+	metricsAddr  *string
 }
 
 // beamFlagList collects --beam name=value.
@@ -70,6 +71,7 @@ func addPipelineFlags(fs *flag.FlagSet) *pipelineFlags {
 	p.setupTimeout = fs.Duration("setup-timeout", 5*time.Minute, "deadline of a rollout's setup (workspace, harness install, sandbox boot)")
 	p.remoteURL = fs.String("remote", "", "pipeline: a vLLM or SGLang server to generate with instead of the embedded engine (--policy still gives the tokenizer)")
 	p.remoteKind = fs.String("remote-kind", "vllm", "pipeline: vllm or sglang (with --remote)")
+	p.metricsAddr = fs.String("metrics-addr", "", "pipeline: serve Prometheus metrics at http://ADDR/metrics while it runs, e.g. 127.0.0.1:9090 (rollouts of workers in this process: the default prism loopback); empty: off")
 	return p
 }
 
@@ -107,6 +109,11 @@ func runRolloutPipeline(ctx context.Context, env *environ, sf *storeFlags, a rol
 			total++
 		}
 	}
+	stopMetrics, err := pf.startMetrics(ctx, "rollout", stderr)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	start := time.Now()
 	stopProgress := progress(ctx, st, cfg, total, stderr)
 	rep, err := rollout.Run(ctx, rollout.Options{Tasks: suitePath, Splits: splits, Config: cfg}, pf.runnerOptions("legorl-rollout-"+a.run))
@@ -119,6 +126,27 @@ func runRolloutPipeline(ctx context.Context, env *environ, sf *storeFlags, a rol
 	}
 	fmt.Fprintln(stdout, summaryLine(rep, time.Since(start)))
 	return nil
+}
+
+// startMetrics serves the rollout runtime's metrics (transforms.RuntimeMetrics:
+// pipeline, engine, proxy, sandbox) at --metrics-addr, when it is set, for
+// the DoFns of this process; the returned function stops serving and
+// detaches them.
+func (pf *pipelineFlags) startMetrics(ctx context.Context, name string, stderr io.Writer) (stop func(), err error) {
+	if *pf.metricsAddr == "" {
+		return func() {}, nil
+	}
+	reg := newRegistry()
+	rm := newRuntimeMetrics(reg)
+	stopServing, err := startMetrics(ctx, name, *pf.metricsAddr, reg, stderr)
+	if err != nil {
+		return nil, err
+	}
+	transforms.SetRuntimeMetrics(rm)
+	return func() {
+		transforms.SetRuntimeMetrics(transforms.RuntimeMetrics{})
+		stopServing()
+	}, nil
 }
 
 // runnerOptions are the Beam runner's options from the flags.

@@ -32,6 +32,7 @@ func runLoop(ctx context.Context, env *environ, args []string, stdout, stderr io
 	agent := fs.String("agent", "", "the legorl-agent program; defaults to legorl-agent beside legorl")
 	runnerName := fs.String("runner", runner.Prism, "Beam runner: prism (in process) or universal")
 	jobServer := fs.String("endpoint", "", "job server HOST:PORT (--runner universal)")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics (rollouts, engine, proxy, sandbox, trainer; docs/METRICS.md) at http://ADDR/metrics while the loop runs; empty: off")
 	if err := parseFlags(fs, stderr, args); err != nil {
 		return err
 	}
@@ -81,9 +82,23 @@ func runLoop(ctx context.Context, env *environ, args []string, stdout, stderr io
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
+	var ms *metricSet
+	if *metricsAddr != "" {
+		reg := newRegistry()
+		ms = newMetrics(reg)
+		stop, err := startMetrics(ctx, "run", *metricsAddr, reg, stderr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		transforms.SetRuntimeMetrics(ms.RuntimeMetrics)
+		defer transforms.SetRuntimeMetrics(transforms.RuntimeMetrics{})
+	} else {
+		ms = &metricSet{}
+	}
 	trainLine := trainProgress(stderr, cfg.Run, 0, cfg.Store)
 	res, err := loop.Run(ctx, cfg, loop.Options{
-		AgentBinary: *agent, CodeVersion: version, StoreOptions: so, Log: stderr,
+		AgentBinary: *agent, CodeVersion: version, StoreOptions: so, Log: stderr, TrainMetrics: ms.Trainer,
 		Runner: runner.Options{Runner: *runnerName, Endpoint: *jobServer},
 		OnPipeline: func(c transforms.Config, n int) func() {
 			return progress(ctx, st, c, n, stderr)

@@ -22,7 +22,8 @@ import (
 // use the base URL http://ADDR/v1 (OpenAI Chat Completions and Responses,
 // Anthropic Messages). With --record, what the policy generated is written
 // as segments Parquet under stage "serve" of the run: every --flush and on
-// shutdown.
+// shutdown. Prometheus metrics of the proxy and the engine are served at
+// http://ADDR/metrics (docs/METRICS.md).
 func runServe(ctx context.Context, env *environ, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("serve", stderr)
 	policyDir := fs.String("policy", "", "policy checkpoint folder: config.json, model.safetensors, tokenizer.json (required; with --remote, only its tokenizer.json is used)")
@@ -66,10 +67,11 @@ func runServe(ctx context.Context, env *environ, args []string, stdout, stderr i
 	if err != nil {
 		return err
 	}
+	reg := newRegistry()
 	var gen proxy.Generator
 	switch *remoteKind {
 	case "":
-		eng := engine.New(pol.model, pol.version, engine.Options{})
+		eng := engine.New(pol.model, pol.version, engine.Options{Metrics: engine.NewMetrics(reg)})
 		defer eng.Close()
 		gen = eng
 	case "vllm", "sglang":
@@ -88,9 +90,10 @@ func runServe(ctx context.Context, env *environ, args []string, stdout, stderr i
 		return fmt.Errorf("unknown --remote %q: want vllm or sglang", *remoteKind)
 	}
 	p, err := proxy.New(proxy.Options{Generator: gen, Tokenizer: pol.tok, Template: tmpl, ModelName: *modelName,
-		Sampling:  engine.Sampling{Temperature: *temperature, TopP: *topP, TopK: *topK},
-		MaxTokens: *maxTokens,
-		Logger:    slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Sampling:      engine.Sampling{Temperature: *temperature, TopP: *topP, TopK: *topK},
+		MaxTokens:     *maxTokens,
+		Logger:        slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		ServerMetrics: proxy.NewServerMetrics(reg)})
 	if err != nil {
 		return err
 	}
@@ -106,7 +109,10 @@ func runServe(ctx context.Context, env *environ, args []string, stdout, stderr i
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metricsHandler(reg))
+	mux.Handle("/", p)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	fmt.Fprintf(stdout, "legorl serve: policy %s (version %d) at http://%s/v1\n", *policyDir, pol.version, l.Addr())

@@ -41,6 +41,7 @@ func runTrain(ctx context.Context, env *environ, args []string, stdout, stderr i
 	minPearson := fs.Float64("min-pearson", 0, "train-inference logprob Pearson threshold (default 0.99)")
 	gate := fs.String("gate", "", "what a failed check does: abort or mask (default abort)")
 	noReplay := fs.Bool("no-replay", false, "recompute MoE logprobs with the trainer's routing instead of the recorded routes")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics (loss, grad norm, ...; docs/METRICS.md) at http://ADDR/metrics while training, e.g. 127.0.0.1:9090; empty: off")
 	if err := parseFlags(fs, stderr, args); err != nil {
 		return err
 	}
@@ -97,6 +98,15 @@ func runTrain(ctx context.Context, env *environ, args []string, stdout, stderr i
 	}
 	opts := trainer.Options{Store: st, RunID: *run, Iteration: *iter, PolicyDir: *policy, OutDir: *out,
 		Config: cfg, Stage: *stage, CodeVersion: version, Progress: trainProgress(stderr, *run, *iter, st.URI())}
+	if *metricsAddr != "" {
+		reg := newRegistry()
+		opts.Metrics = trainer.NewMetrics(reg)
+		stop, err := startMetrics(ctx, "train", *metricsAddr, reg, stderr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	if *parentVersion >= 0 {
 		opts.ParentVersion = parentVersion
 	}

@@ -48,6 +48,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/legorl/legorl/policy/model"
 )
@@ -64,6 +65,9 @@ type Options struct {
 	// sequences nor starves. Chunking never changes a result. Defaults to
 	// 512.
 	StepTokens int
+	// Metrics, when not nil, receives the engine's Prometheus metrics
+	// (NewMetrics). Defaults to nil: no metrics.
+	Metrics *Metrics
 }
 
 func (o Options) withDefaults() Options {
@@ -108,6 +112,7 @@ type loopState struct {
 	maxPos   int  // the model's context, 0 for none
 	moe      bool // the model has MoE layers: capture routing
 	sampler  sampler
+	gauges   gauges // what the metrics' gauges last heard from this engine
 }
 
 // New starts an engine generating from m, whose weights are policy version
@@ -125,6 +130,7 @@ func New(m *model.Model, version int64, opt Options) *Engine {
 	}
 	e.loop = loopState{sessions: map[string]*session{}}
 	e.loop.install(m, version)
+	e.opt.Metrics.installed(version, false)
 	go e.run()
 	return e
 }
@@ -193,7 +199,8 @@ func (e *Engine) poke() {
 // request is one Generate call as the loop and the caller share it.
 type request struct {
 	req       Request
-	sampling  Sampling // normalized
+	sampling  Sampling  // normalized
+	queued    time.Time // when Generate was called
 	cancelled atomic.Bool
 
 	mu    sync.Mutex
@@ -248,7 +255,7 @@ func (e *Engine) Generate(ctx context.Context, req Request, emit func(Token)) (G
 	// The loop reads the slices after a cancelled Generate has returned:
 	// it gets its own copies.
 	req.Prompt, req.StopTokens = slices.Clone(req.Prompt), slices.Clone(req.StopTokens)
-	r := &request{req: req, sampling: req.Sampling.normalize(), ready: make(chan struct{}, 1), done: make(chan struct{})}
+	r := &request{req: req, sampling: req.Sampling.normalize(), queued: time.Now(), ready: make(chan struct{}, 1), done: make(chan struct{})}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -347,6 +354,7 @@ func (e *Engine) run() {
 			for _, r := range inbox {
 				r.finish(Generation{}, fmt.Errorf("%w: generate", ErrClosed))
 			}
+			e.opt.Metrics.sync(&ls.gauges, 0, 0)
 			return
 		}
 		// Cancelled requests leave first, so that their sessions are free
@@ -372,11 +380,13 @@ func (e *Engine) run() {
 			}
 			e.admit(r)
 		}
+		e.opt.Metrics.sync(&ls.gauges, len(ls.sessions), len(ls.active))
 		if len(ls.active) == 0 {
 			<-e.wake
 			continue
 		}
 		e.step()
+		e.opt.Metrics.sync(&ls.gauges, len(ls.sessions), len(ls.active))
 	}
 }
 
@@ -385,6 +395,7 @@ func (e *Engine) run() {
 func (e *Engine) applySwap(m *model.Model, version int64) {
 	ls := &e.loop
 	ls.install(m, version)
+	e.opt.Metrics.installed(version, true)
 	for _, s := range ls.sessions {
 		if !s.busy {
 			s.m, s.cache, s.tokens, s.routing = nil, nil, nil, nil
@@ -407,6 +418,7 @@ func (ls *loopState) install(m *model.Model, version int64) {
 // the logits of the first completion token).
 func (e *Engine) admit(r *request) {
 	ls := &e.loop
+	e.opt.Metrics.admitted(time.Since(r.queued))
 	s := ls.sessions[r.req.Session]
 	switch {
 	case r.req.Session == "" || (s != nil && s.busy):
@@ -469,6 +481,7 @@ func (e *Engine) release(q *seq, broken bool) {
 // step runs one batched model step over every active sequence, then
 // samples, emits and finishes.
 func (e *Engine) step() {
+	start := time.Now()
 	ls := &e.loop
 	decoding := 0
 	for _, q := range ls.active {
@@ -479,6 +492,7 @@ func (e *Engine) step() {
 	budget := max(e.opt.StepTokens-decoding, e.opt.StepTokens/4, 1)
 	var in []model.StepInput
 	var batch []*seq
+	prefill, generated := 0, 0
 	for _, q := range ls.active {
 		pending := q.s.tokens[q.s.cache.Len():]
 		n := len(pending)
@@ -488,6 +502,9 @@ func (e *Engine) step() {
 			}
 			n = min(n, budget)
 			budget -= n
+		}
+		if n > 1 || q.s.cache.Len() < q.prompt { // not one sampled token being fed back
+			prefill += n
 		}
 		in = append(in, model.StepInput{Cache: q.s.cache, IDs: pending[:n], SkipLogits: n < len(pending)})
 		batch = append(batch, q)
@@ -506,12 +523,16 @@ func (e *Engine) step() {
 			ended[q] = true
 			continue
 		}
-		if done, err := q.advance(outs[i], ls); done {
-			e.end(q, err)
+		sampled := len(q.logprobs)
+		done, qerr := q.advance(outs[i], ls)
+		generated += len(q.logprobs) - sampled
+		if done {
+			e.end(q, qerr)
 			ended[q] = true
 		}
 	}
 	ls.active = slices.DeleteFunc(ls.active, func(q *seq) bool { return ended[q] })
+	e.opt.Metrics.step(time.Since(start), prefill, generated)
 }
 
 // advance takes a step's output for q: it records the routing and, once

@@ -78,6 +78,10 @@ type Options struct {
 	User string
 	// TempDir holds the workspace copies. Defaults to os.TempDir().
 	TempDir string
+	// Metrics, when not nil, counts sandboxes and commands in Prometheus
+	// metrics (sandbox.NewMetrics), labelled backend="docker". Defaults to
+	// nil: no metrics.
+	Metrics *sandbox.Metrics
 }
 
 // Backend creates container sandboxes on one Docker Engine. It is safe for
@@ -152,6 +156,16 @@ func (b *Backend) Close() error { return b.cli.Close() }
 // own spec.WorkspaceDir (empty if the image has none): image-based tasks
 // keep their repository in the image. Errors wrap sandbox.ErrSetup.
 func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	s, err := b.create(ctx, spec)
+	b.opts.Metrics.Created("docker", err)
+	if err != nil {
+		return nil, err
+	}
+	s.met = b.opts.Metrics
+	return s, nil
+}
+
+func (b *Backend) create(ctx context.Context, spec sandbox.Spec) (*box, error) {
 	spec = spec.WithDefaults()
 	lim := spec.Limits
 	image := spec.Image
@@ -309,6 +323,8 @@ type box struct {
 	mu       sync.Mutex
 	closed   bool
 	oomDeath string // why the container died, when the memory limit killed it
+
+	met *sandbox.Metrics // set once Create has counted the sandbox
 }
 
 var _ sandbox.Sandbox = (*box)(nil)
@@ -347,6 +363,7 @@ func (s *box) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	s.met.Closed("docker")
 	var errs []error
 	if s.id != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

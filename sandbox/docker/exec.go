@@ -45,6 +45,13 @@ var execSeq atomic.Int64
 // the workspace or /tmp full (Result.DiskFull, set whatever the exit).
 // The image needs /bin/sh.
 func (s *box) Exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
+	start := time.Now()
+	res, err := s.exec(ctx, cmd)
+	s.met.Exec("docker", res, time.Since(start))
+	return res, err
+}
+
+func (s *box) exec(ctx context.Context, cmd sandbox.Cmd) (sandbox.Result, error) {
 	if err := s.alive(); err != nil {
 		return sandbox.Result{Outcome: sandbox.OutcomeSandboxCrash, ExitCode: -1, Detail: err.Error()}, err
 	}

@@ -39,6 +39,10 @@ type Options struct {
 	// InitPath is the binary re-executed as the sandbox init; it must link
 	// this package. Defaults to /proc/self/exe.
 	InitPath string
+	// Metrics, when not nil, counts sandboxes and commands in Prometheus
+	// metrics (sandbox.NewMetrics), labelled backend="local". Defaults to
+	// nil: no metrics.
+	Metrics *sandbox.Metrics
 }
 
 // Backend is the local backend, safe for concurrent use. At its first

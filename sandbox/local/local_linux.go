@@ -30,7 +30,17 @@ import (
 // network, uts and ipc namespaces, its root mapped to a fresh unprivileged
 // host uid; a private copy of the workspace owned by that uid, on a tmpfs
 // of Limits.DiskBytes; cgroups with the limits.
-func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sandbox, err error) {
+func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	s, err := b.create(ctx, spec)
+	b.opts.Metrics.Created("local", err)
+	if err != nil {
+		return nil, err
+	}
+	s.met = b.opts.Metrics
+	return s, nil
+}
+
+func (b *Backend) create(ctx context.Context, spec sandbox.Spec) (_ *localSandbox, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -166,6 +176,8 @@ type localSandbox struct {
 	mu        sync.Mutex
 	closed    bool
 	listeners []net.Listener
+
+	met *sandbox.Metrics // set once Create has counted the sandbox
 }
 
 // setup hands the holder the workspace, the mounts and the limits, and
@@ -234,6 +246,13 @@ func (s *localSandbox) HostWorkspace() string { return s.ws }
 // Exec runs one command; see sandbox.Sandbox. Commands run one at a time,
 // and when a command ends every process it left behind is killed.
 func (s *localSandbox) Exec(ctx context.Context, c sandbox.Cmd) (sandbox.Result, error) {
+	start := time.Now()
+	res, err := s.exec(ctx, c)
+	s.met.Exec("local", res, time.Since(start))
+	return res, err
+}
+
+func (s *localSandbox) exec(ctx context.Context, c sandbox.Cmd) (sandbox.Result, error) {
 	s.execMu.Lock()
 	defer s.execMu.Unlock()
 	s.mu.Lock()
@@ -618,6 +637,7 @@ func (s *localSandbox) Close() error {
 	ls := s.listeners
 	s.listeners = nil
 	s.mu.Unlock()
+	s.met.Closed("local")
 	var errs []error
 	for _, l := range ls {
 		l.Close()
