@@ -28,8 +28,8 @@ TEST_FUZZEXECS ?= 20000x
 help: ## list the targets
 	@grep -E '^[a-zA-Z_%/-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-8s %s\n", $$1, $$2}'
 
-demo: build pytest-ref ## run the main job on embedded defaults (today: storage on synthetic rows, then real tasks graded in sandboxes)
-	$(BIN)/legorl demo --store file://./legorl-data
+demo: build pytest-ref ## the main job on embedded defaults: a short RL loop (built-in suite, tiny model, SFT, 2 iterations) with the before/after table; resumes if interrupted
+	$(BIN)/legorl run --store file://./legorl-data --work ./legorl-work/demo
 
 # The docker sandbox tests use a private Docker Engine under .cache/docker
 # (no bridge, no iptables) and a base image built locally with debootstrap.

@@ -66,8 +66,17 @@ wait:
 			t.Fatalf("no claim within 3 minutes: %s", childErr.String())
 		case <-time.After(50 * time.Millisecond):
 		}
-		if ents, _ := os.ReadDir(claims); len(ents) >= 1 {
-			killedAt = len(ents)
+		// Count committed claims only: the file store writes a temporary
+		// file in the same folder before it links the claim's name.
+		ents, _ := os.ReadDir(claims)
+		n := 0
+		for _, e := range ents {
+			if strings.HasSuffix(e.Name(), ".json") && !strings.HasPrefix(e.Name(), ".") {
+				n++
+			}
+		}
+		if n >= 1 {
+			killedAt = n
 			cmd.Process.Kill() // SIGKILL
 			<-exited
 			break
