@@ -202,3 +202,9 @@ func BenchmarkModelTrainStep(b *testing.B)    { benchModelTrain(b, "tiny.json") 
 func BenchmarkModelLogprobs(b *testing.B)     { benchModelLogprobs(b, "tiny.json") }
 func BenchmarkModelTrainStepMoE(b *testing.B) { benchModelTrain(b, "tiny_moe.json") }
 func BenchmarkModelLogprobsMoE(b *testing.B)  { benchModelLogprobs(b, "tiny_moe.json") }
+
+// The model of the loop's demo config (loop/demo.json: width 128, 2
+// layers, vocabulary 1024): the model-level anchors of the loop's own
+// training and recompute throughput (docs/PERFORMANCE.md).
+func BenchmarkModelTrainStepDemo(b *testing.B) { benchModelTrain(b, "demo.json") }
+func BenchmarkModelLogprobsDemo(b *testing.B)  { benchModelLogprobs(b, "demo.json") }
