@@ -293,7 +293,17 @@ func (l *looper) eval(ctx context.Context, dir string) (EvalResult, error) {
 		}
 		rc := l.rolloutConfig(int(version), dir, version, l.cfg.Eval.Harnesses[0], "", l.cfg.Eval.Group, evalRun(l.cfg.Run, split))
 		l.logf("eval of policy v%d on %s (%d tasks, %s)", version, split, n, strings.Join(l.cfg.Eval.Harnesses, ", "))
-		done := l.onPipeline(rc, n*len(l.cfg.Eval.Harnesses))
+		var dones []func()
+		for _, h := range l.cfg.Eval.Harnesses { // each harness commits under its own stage
+			hc := rc
+			hc.Harness, hc.Stage = h, eval.Stage(h)
+			dones = append(dones, l.onPipeline(hc, n))
+		}
+		done := func() {
+			for _, d := range dones {
+				d()
+			}
+		}
 		t, err := eval.Run(ctx, eval.Options{Tasks: l.suite, Harnesses: l.cfg.Eval.Harnesses, Splits: []string{split}, Config: rc},
 			l.runnerOptions("eval-"+split, int(version)))
 		done()

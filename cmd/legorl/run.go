@@ -147,6 +147,13 @@ func resultsTable(cfg loop.Config, res *loop.Result) string {
 			fmt.Fprintf(&b, "%-10s %-16s %7.3f %7.3f %+7.3f %6d\n", h, split, before, after, after-before, last.Tasks[h][split])
 		}
 	}
+	if len(res.Iterations) > 0 {
+		var rates []string
+		for _, it := range res.Iterations {
+			rates = append(rates, fmt.Sprintf("%.3f", it.PassRate))
+		}
+		fmt.Fprintf(&b, "pass rate on the training split, by iteration: %s\n", strings.Join(rates, ", "))
+	}
 	return b.String()
 }
 

@@ -114,6 +114,9 @@ func TestRunLoop(t *testing.T) {
 	if !strings.Contains(stdout, "pass@1 on held-out tasks, policy v1 (before RL) -> v3") || !table.MatchString(stdout) {
 		t.Errorf("no before/after table:\n%s", stdout)
 	}
+	if !regexp.MustCompile(`pass rate on the training split, by iteration: \d\.\d{3}, \d\.\d{3}\n`).MatchString(stdout) {
+		t.Errorf("no training pass rates:\n%s", stdout)
+	}
 	if !strings.Contains(stderr, "iteration 1: policy v2:") || !strings.Contains(stderr, "gate Pearson") {
 		t.Errorf("no iteration summary:\n%s", stderr)
 	}
