@@ -25,9 +25,8 @@
 package loop
 
 import (
+	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -369,9 +368,9 @@ func (l *looper) countTasks(splits []string) int {
 	return n
 }
 
-// publish puts a checkpoint's files under runs/RUN/checkpoints/vNNNNNN/,
-// write-once; a file already there with the same bytes counts as put (a
-// resumed loop publishes again), different bytes are an error.
+// publish puts a checkpoint's files under runs/RUN/checkpoints/vNNNNNN/
+// with transforms.PutSame: a file already there with the same bytes counts
+// as put (a resumed loop publishes again), different bytes are an error.
 func (l *looper) publish(ctx context.Context, dir string) error {
 	version, err := policyVersion(dir)
 	if err != nil {
@@ -403,42 +402,7 @@ func putFile(ctx context.Context, st storage.Store, key, path string) error {
 	if err != nil {
 		return err
 	}
-	err = st.Put(ctx, key, f, fi.Size())
-	if !errors.Is(err, storage.ErrExists) {
-		return err
-	}
-	want, err := fileHash(f)
-	if err != nil {
-		return err
-	}
-	rc, err := st.Get(ctx, key)
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	got, err := readerHash(rc)
-	if err != nil {
-		return err
-	}
-	if got != want {
-		return fmt.Errorf("%w: %s holds other bytes than %s", storage.ErrExists, key, path)
-	}
-	return nil
-}
-
-func fileHash(f *os.File) (string, error) {
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return "", err
-	}
-	return readerHash(f)
-}
-
-func readerHash(r io.Reader) (string, error) {
-	h := sha256.New()
-	if _, err := io.Copy(h, r); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return transforms.PutSame(ctx, st, key, f, fi.Size())
 }
 
 // storeResult writes the loop's figures to runs/RUN/reports/loop/
@@ -452,17 +416,8 @@ func (l *looper) storeResult(ctx context.Context, res *Result) error {
 		return err
 	}
 	first, last := res.Evals[0].PolicyVersion, res.Evals[len(res.Evals)-1].PolicyVersion
-	tmp, err := os.CreateTemp("", "legorl-results-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	if _, err := tmp.Write(body); err != nil {
-		return err
-	}
 	key := fmt.Sprintf("runs/%s/reports/loop/results-v%06d-v%06d-%d.json", l.cfg.Run, first, last, time.Now().UnixNano())
-	return putFile(ctx, l.st, key, tmp.Name())
+	return transforms.PutSame(ctx, l.st, key, bytes.NewReader(body), int64(len(body)))
 }
 
 // policyVersion is a checkpoint's version: lineage.json's, or 0.

@@ -221,3 +221,31 @@ func writeShard(ctx context.Context, st storage.Store, ref storage.ManifestRef, 
 	}
 	return files, nil
 }
+
+// PutSame puts body at key write-once, as the pipelines' own writes do: a
+// key that already holds the same bytes (sha256) counts as put, other
+// bytes are ErrConflict, and transient failures are retried. For writers
+// outside the pipelines that must be safe to re-run (the loop's
+// checkpoint publication).
+func PutSame(ctx context.Context, st storage.Store, key string, body io.Reader, size int64) error {
+	return sameContent{st}.Put(ctx, key, body, size)
+}
+
+// ReadJSON reads the JSON object a pipeline stored at key (a report, an
+// eval table) into v; what names it in errors. Undecodable bytes are
+// storage.ErrCorrupt.
+func ReadJSON(ctx context.Context, st storage.Getter, key, what string, v any) error {
+	rc, err := st.Get(ctx, key)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, 64<<20))
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%w: %s %s: %v", storage.ErrCorrupt, what, key, err)
+	}
+	return nil
+}

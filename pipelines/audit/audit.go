@@ -8,9 +8,7 @@ package audit
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
@@ -47,18 +45,7 @@ func Run(ctx context.Context, cfg transforms.AuditConfig, ro runner.Options) (tr
 	if err != nil {
 		return transforms.AuditReport{}, err
 	}
-	rc, err := st.Get(ctx, transforms.AuditReportKey(cfg.RunID, cfg.JobID))
-	if err != nil {
-		return transforms.AuditReport{}, fmt.Errorf("audit pipeline: the report: %w", err)
-	}
-	defer rc.Close()
-	data, err := io.ReadAll(io.LimitReader(rc, 64<<20))
-	if err != nil {
-		return transforms.AuditReport{}, err
-	}
 	var rep transforms.AuditReport
-	if err := json.Unmarshal(data, &rep); err != nil {
-		return transforms.AuditReport{}, fmt.Errorf("%w: audit report: %v", storage.ErrCorrupt, err)
-	}
-	return rep, nil
+	err = transforms.ReadJSON(ctx, st, transforms.AuditReportKey(cfg.RunID, cfg.JobID), "audit pipeline: the report", &rep)
+	return rep, err
 }

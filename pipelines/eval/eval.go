@@ -11,9 +11,7 @@ package eval
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
@@ -101,18 +99,7 @@ func Run(ctx context.Context, opt Options, ro runner.Options) (transforms.EvalTa
 	if err != nil {
 		return transforms.EvalTable{}, err
 	}
-	rc, err := st.Get(ctx, transforms.EvalReportKey(opt.Config.RunID, opt.Config.Iteration, opt.Config.JobID))
-	if err != nil {
-		return transforms.EvalTable{}, fmt.Errorf("eval pipeline: the table: %w", err)
-	}
-	defer rc.Close()
-	data, err := io.ReadAll(io.LimitReader(rc, 64<<20))
-	if err != nil {
-		return transforms.EvalTable{}, err
-	}
 	var t transforms.EvalTable
-	if err := json.Unmarshal(data, &t); err != nil {
-		return transforms.EvalTable{}, fmt.Errorf("%w: eval table: %v", storage.ErrCorrupt, err)
-	}
-	return t, nil
+	err = transforms.ReadJSON(ctx, st, transforms.EvalReportKey(opt.Config.RunID, opt.Config.Iteration, opt.Config.JobID), "eval pipeline: the table", &t)
+	return t, err
 }

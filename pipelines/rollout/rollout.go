@@ -23,9 +23,7 @@ package rollout
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
@@ -104,19 +102,7 @@ func ReadReport(ctx context.Context, cfg transforms.Config) (transforms.Report, 
 	if err != nil {
 		return transforms.Report{}, err
 	}
-	key := transforms.ReportKey(cfg.RunID, cfg.Stage, cfg.Iteration, cfg.JobID)
-	rc, err := st.Get(ctx, key)
-	if err != nil {
-		return transforms.Report{}, fmt.Errorf("rollout pipeline: the report: %w", err)
-	}
-	defer rc.Close()
-	data, err := io.ReadAll(io.LimitReader(rc, 64<<20))
-	if err != nil {
-		return transforms.Report{}, err
-	}
 	var rep transforms.Report
-	if err := json.Unmarshal(data, &rep); err != nil {
-		return transforms.Report{}, fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, key, err)
-	}
-	return rep, nil
+	err = transforms.ReadJSON(ctx, st, transforms.ReportKey(cfg.RunID, cfg.Stage, cfg.Iteration, cfg.JobID), "rollout pipeline: the report", &rep)
+	return rep, err
 }
