@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/legorl/legorl/policy/backend"
 	"github.com/legorl/legorl/policy/safetensors"
 )
 
@@ -78,25 +79,18 @@ func (o *AdamW) Step(m *Model, g *Grads, lr float64) (float64, error) {
 	bc2 := 1 - math.Pow(b2, float64(o.step))
 	stepSize := lr / bc1
 	sqrtBC2 := math.Sqrt(bc2)
-	parallelFor(len(m.p.all), func(k int) {
+	backend.ParallelFor(len(m.p.all), func(k int) {
 		pt, gt := m.p.all[k], g.p.all[k]
 		off := offsetOf(m.p, k)
-		mm, vv := o.m[off:off+len(pt.data)], o.v[off:off+len(pt.data)]
-		shrink := float32(1)
+		s := backend.AdamWStep{Beta1: b1, Beta2: b2, Eps: o.cfg.Eps, StepSize: stepSize, SqrtBC2: sqrtBC2, Shrink: 1, GradScale: scale}
 		if o.decay[k] {
-			shrink = float32(1 - lr*o.cfg.WeightDecay)
+			s.Shrink = float32(1 - lr*o.cfg.WeightDecay)
 		}
-		for i, w := range pt.data {
-			gi := float64(gt.data[i]) * scale
-			if scale != 1 {
-				gt.data[i] = float32(gi)
-			}
-			mi := b1*float64(mm[i]) + (1-b1)*gi
-			vi := b2*float64(vv[i]) + (1-b2)*gi*gi
-			mm[i], vv[i] = float32(mi), float32(vi)
-			pt.data[i] = float32(float64(w*shrink) - stepSize*mi/(math.Sqrt(vi)/sqrtBC2+o.cfg.Eps))
-		}
+		m.be.AdamW(pt.data, gt.data, o.m[off:off+len(pt.data)], o.v[off:off+len(pt.data)], s)
 	})
+	if err := m.backendErr(); err != nil {
+		return norm, err
+	}
 	return norm, nil
 }
 

@@ -1,6 +1,6 @@
 package model
 
-import "math"
+import "github.com/legorl/legorl/policy/backend"
 
 // backward accumulates into g the gradient of sum_t w_t * logprob_t, using
 // the caches of a training forward pass.
@@ -12,19 +12,12 @@ func (ps *pass[T]) backward(g *params[T]) {
 	if C > 0 {
 		// d(w * logprob)/dz_j = w/T * (1[j=target] - softmax_j)
 		dlogits := ps.probs
-		for i := 0; i < C; i++ {
-			z := dlogits[i*V : (i+1)*V]
-			wt := T(float64(ps.w[i]) / ps.temp)
-			for j := range z {
-				z[j] *= -wt
-			}
-			z[int(ps.ids[ps.P+i])] += wt
-		}
+		ps.ops.LogprobsBack(dlogits, V, ps.ids[ps.P:], ps.w, ps.temp)
 		rows := ps.xFn[(ps.P-1)*d : (S-1)*d]
-		linearBack(dlogits, C, V, rows, d, ps.p.lmHead.data, g.lmHead.data, dxFn[(ps.P-1)*d:(S-1)*d])
+		linearBack(ps.ops, dlogits, C, V, rows, d, ps.p.lmHead.data, g.lmHead.data, dxFn[(ps.P-1)*d:(S-1)*d])
 	}
 	dx := make([]T, S*d)
-	rmsnormBack(dxFn, ps.xF, S, d, ps.p.norm.data, ps.rF, g.norm.data, dx)
+	rmsnormBack(ps.ops, dxFn, ps.xF, S, d, ps.p.norm.data, ps.rF, g.norm.data, dx)
 	for l := c.NumHiddenLayers - 1; l >= 0; l-- {
 		dx = ps.layerBackward(l, dx, g)
 	}
@@ -48,107 +41,53 @@ func (ps *pass[T]) layerBackward(l int, dout []T, g *params[T]) []T {
 	if lp.moe {
 		ps.moeBackward(lp, gp, lc.moe, lc.hn, dout, dhn)
 	} else {
-		mlpBackward(c, lp.mlp, gp.mlp, lc.hn, S, c.IntermediateSize, lc.g, lc.u, lc.act, dout, dhn)
+		mlpBackward(ps.ops, c, lp.mlp, gp.mlp, lc.hn, S, c.IntermediateSize, lc.g, lc.u, lc.act, dout, dhn)
 	}
 	dh := make([]T, S*d)
 	copy(dh, dout)
-	rmsnormBack(dhn, lc.h, S, d, lp.postNorm.data, lc.rPost, gp.postNorm.data, dh)
+	rmsnormBack(ps.ops, dhn, lc.h, S, d, lp.postNorm.data, lc.rPost, gp.postNorm.data, dh)
 
 	// h = x + o_proj(attn)
 	dattn := make([]T, S*H*hd)
-	linearBack(dh, S, d, lc.attn, H*hd, lp.o.data, gp.o.data, dattn)
+	linearBack(ps.ops, dh, S, d, lc.attn, H*hd, lp.o.data, gp.o.data, dattn)
 	dq, dk, dv := ps.attentionBackward(lc, dattn)
 	ps.rope.apply(dq, 0, S, H, true)
 	ps.rope.apply(dk, 0, S, KV, true)
 	dqRaw := make([]T, len(dq))
 	dkRaw := make([]T, len(dk))
-	rmsnormBack(dq, lc.qRaw, S*H, hd, lp.qNorm.data, lc.rq, gp.qNorm.data, dqRaw)
-	rmsnormBack(dk, lc.kRaw, S*KV, hd, lp.kNorm.data, lc.rk, gp.kNorm.data, dkRaw)
+	rmsnormBack(ps.ops, dq, lc.qRaw, S*H, hd, lp.qNorm.data, lc.rq, gp.qNorm.data, dqRaw)
+	rmsnormBack(ps.ops, dk, lc.kRaw, S*KV, hd, lp.kNorm.data, lc.rk, gp.kNorm.data, dkRaw)
 	dxn := make([]T, S*d)
-	linearBack(dqRaw, S, H*hd, lc.xn, d, lp.q.data, gp.q.data, dxn)
-	linearBack(dkRaw, S, KV*hd, lc.xn, d, lp.k.data, gp.k.data, dxn)
-	linearBack(dv, S, KV*hd, lc.xn, d, lp.v.data, gp.v.data, dxn)
+	linearBack(ps.ops, dqRaw, S, H*hd, lc.xn, d, lp.q.data, gp.q.data, dxn)
+	linearBack(ps.ops, dkRaw, S, KV*hd, lc.xn, d, lp.k.data, gp.k.data, dxn)
+	linearBack(ps.ops, dv, S, KV*hd, lc.xn, d, lp.v.data, gp.v.data, dxn)
 	dx := dh // the residual path
-	rmsnormBack(dxn, lc.x, S, d, lp.inNorm.data, lc.rIn, gp.inNorm.data, dx)
+	rmsnormBack(ps.ops, dxn, lc.x, S, d, lp.inNorm.data, lc.rIn, gp.inNorm.data, dx)
 	*lc = layerCache[T]{}
 	return dx
 }
 
-// attentionBackward returns the gradients of the rotated q and k and of v,
-// one goroutine per query head; heads sharing a key/value head write their
-// dk and dv to private buffers summed afterwards.
+// attentionBackward returns the gradients of the rotated q and k and of v.
 func (ps *pass[T]) attentionBackward(lc *layerCache[T], dattn []T) (dq, dk, dv []T) {
-	c, S := ps.c, ps.S
-	H, KV, hd := c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
-	group := H / KV
-	scale := T(1 / math.Sqrt(float64(hd)))
-	dq = make([]T, S*H*hd)
-	dkH := make([]T, H*S*hd)
-	dvH := make([]T, H*S*hd)
-	parallelFor(H, func(h int) {
-		kh := h / group
-		P := lc.probs[h*S*S : (h+1)*S*S]
-		dP := make([]T, S*S)
-		// O = P V: dP = dO V^T, dV = P^T dO
-		// Causal blocks as in the forward pass: P and dS are lower
-		// triangular, so row block [r0, r1) needs columns [0, r1) and
-		// column block [c0, c1) needs rows [c0, S).
-		for r0 := 0; r0 < S; r0 += ps.block {
-			r1 := min(r0+ps.block, S)
-			gemm(false, true, r1-r0, r1, hd, 1, dattn[(r0*H+h)*hd:], H*hd, lc.v[kh*hd:], KV*hd, 0, dP[r0*S:], S)
-			gemm(true, false, r1-r0, hd, S-r0, 1, P[r0*S+r0:], S, dattn[(r0*H+h)*hd:], H*hd, 0, dvH[(h*S+r0)*hd:], hd)
-		}
-		// softmax: dS = P * (dP - rowsum(dP * P))
-		for i := 0; i < S; i++ {
-			pr, dr := P[i*S:i*S+i+1], dP[i*S:(i+1)*S]
-			var dot T
-			for j, p := range pr {
-				dot += p * dr[j]
-			}
-			for j, p := range pr {
-				dr[j] = p * (dr[j] - dot)
-			}
-			clear(dr[i+1:])
-		}
-		// S = scale * Q K^T
-		for r0 := 0; r0 < S; r0 += ps.block {
-			r1 := min(r0+ps.block, S)
-			gemm(false, false, r1-r0, hd, r1, scale, dP[r0*S:], S, lc.k[kh*hd:], KV*hd, 0, dq[(r0*H+h)*hd:], H*hd)
-			gemm(true, false, r1-r0, hd, S-r0, scale, dP[r0*S+r0:], S, lc.q[(r0*H+h)*hd:], H*hd, 0, dkH[(h*S+r0)*hd:], hd)
-		}
-	})
-	dk = make([]T, S*KV*hd)
-	dv = make([]T, S*KV*hd)
-	for h := 0; h < H; h++ {
-		kh := h / group
-		for t := 0; t < S; t++ {
-			src, dst := dkH[(h*S+t)*hd:(h*S+t+1)*hd], dk[(t*KV+kh)*hd:(t*KV+kh+1)*hd]
-			srv, dsv := dvH[(h*S+t)*hd:(h*S+t+1)*hd], dv[(t*KV+kh)*hd:(t*KV+kh+1)*hd]
-			for j := range src {
-				dst[j] += src[j]
-				dsv[j] += srv[j]
-			}
-		}
-	}
+	a := ps.attnShape()
+	dq = make([]T, a.S*a.Heads*a.HeadDim)
+	dk = make([]T, a.S*a.KV*a.HeadDim)
+	dv = make([]T, a.S*a.KV*a.HeadDim)
+	ps.ops.AttentionBack(dq, dk, dv, dattn, lc.q, lc.k, lc.v, lc.probs, a)
 	return dq, dk, dv
 }
 
 // mlpBackward accumulates the SwiGLU MLP's parameter gradients into gm and
 // d loss / d x into dx, given dout for x [n, d].
-func mlpBackward[T Float](c *Config, m, gm mlpParams[T], x []T, n, inter int, g, u, act, dout, dx []T) {
+func mlpBackward[T Float](o backend.Ops[T], c *Config, m, gm mlpParams[T], x []T, n, inter int, g, u, act, dout, dx []T) {
 	d := c.HiddenSize
 	dact := make([]T, n*inter)
-	linearBack(dout, n, d, act, inter, m.down.data, gm.down.data, dact)
+	linearBack(o, dout, n, d, act, inter, m.down.data, gm.down.data, dact)
 	dg := make([]T, n*inter)
-	sigmoidInto(dg, g)
-	du := dact // reused in place below: du[i] depends only on dact[i]
-	for i, gv := range g {
-		s := dg[i]
-		dg[i] = dact[i] * u[i] * s * (1 + gv*(1-s))
-		du[i] = dact[i] * gv * s
-	}
-	linearBack(dg, n, inter, x, d, m.gate.data, gm.gate.data, dx)
-	linearBack(du, n, inter, x, d, m.up.data, gm.up.data, dx)
+	du := dact // SwiGLUBack allows du to alias dact
+	o.SwiGLUBack(dg, du, dact, g, u)
+	linearBack(o, dg, n, inter, x, d, m.gate.data, gm.gate.data, dx)
+	linearBack(o, du, n, inter, x, d, m.up.data, gm.up.data, dx)
 }
 
 // moeBackward accumulates the MoE block's gradients (experts and router)
@@ -175,7 +114,7 @@ func (ps *pass[T]) moeBackward(lp, gp *layerParams[T], mc *moeCache[T], x, dout,
 			dw[t*K+k] = dot
 		}
 		dxe := make([]T, n*d)
-		mlpBackward(c, lp.experts[e], gp.experts[e], mc.xe[e], n, I, mc.g[e], mc.u[e], mc.act[e], dye, dxe)
+		mlpBackward(ps.ops, c, lp.experts[e], gp.experts[e], mc.xe[e], n, I, mc.g[e], mc.u[e], mc.act[e], dye, dxe)
 		for i, t := range mc.tok[e] {
 			dst, src := dx[t*d:(t+1)*d], dxe[i*d:(i+1)*d]
 			for j := range dst {
@@ -212,5 +151,5 @@ func (ps *pass[T]) moeBackward(lp, gp *layerParams[T], mc *moeCache[T], x, dout,
 			dp[j] = p[j] * (dp[j] - dot)
 		}
 	}
-	linearBack(dlog, S, E, x, d, lp.router.data, gp.router.data, dx)
+	linearBack(ps.ops, dlog, S, E, x, d, lp.router.data, gp.router.data, dx)
 }

@@ -74,11 +74,16 @@ func (c *Cache) Extend(ids []int32, routing [][][]int16) ([]float32, [][][]int16
 	if len(c.rope.cos) < need*cfg.HeadDim/2 {
 		c.rope = newRope[float32](max(need, 2*len(c.rope.cos)/max(1, cfg.HeadDim/2), 64), cfg.HeadDim, cfg.RopeTheta)
 	}
-	ps := &pass[float32]{c: cfg, p: c.m.p, ids: ids, S: len(ids), P: len(ids), temp: 1, replay: routing,
+	ps := &pass[float32]{c: cfg, ops: c.m.be, p: c.m.p, ids: ids, S: len(ids), P: len(ids), temp: 1, replay: routing,
 		block: attnBlock, pos0: c.kv.n, kv: &c.kv, rope: c.rope}
 	ps.forward()
 	c.kv.n = need
 	d := cfg.HiddenSize
 	last := ps.xFn[(len(ids)-1)*d:]
-	return linear(last, 1, d, c.m.p.lmHead.data, cfg.VocabSize), ps.routes, nil
+	logits := linear(c.m.be, last, 1, d, c.m.p.lmHead.data, cfg.VocabSize)
+	if err := c.m.backendErr(); err != nil {
+		_ = c.Truncate(need - len(ids)) // drop the new positions
+		return nil, nil, err
+	}
+	return logits, ps.routes, nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/legorl/legorl/policy/backend"
 	"github.com/legorl/legorl/policy/safetensors"
 )
 
@@ -125,5 +126,5 @@ func Load(dir string) (*Model, error) {
 	if name := p.nonFinite(); name != "" {
 		return nil, fmt.Errorf("%w: %s: tensor %q holds NaN or infinity", ErrCheckpoint, dir, name)
 	}
-	return &Model{cfg: cfg, p: p}, nil
+	return &Model{cfg: cfg, p: p, be: backend.NewCPU()}, nil
 }

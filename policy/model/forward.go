@@ -3,6 +3,8 @@ package model
 import (
 	"math"
 	"sort"
+
+	"github.com/legorl/legorl/policy/backend"
 )
 
 // layerCache keeps what one decoder layer's backward pass needs.
@@ -33,6 +35,7 @@ type moeCache[T Float] struct {
 // pass is one sequence's forward (and, when training, backward) pass.
 type pass[T Float] struct {
 	c      *Config
+	ops    backend.Ops[T]
 	p      *params[T]
 	rope   ropeTable[T]
 	ids    []int32
@@ -74,7 +77,7 @@ func (ps *pass[T]) forward() {
 		}
 	}
 	ps.xF = x
-	ps.xFn, ps.rF = rmsnorm(x, S, d, ps.p.norm.data, c.RMSNormEps)
+	ps.xFn, ps.rF = rmsnorm(ps.ops, x, S, d, ps.p.norm.data, c.RMSNormEps)
 	if ps.kv == nil {
 		ps.head()
 	}
@@ -91,25 +94,8 @@ func (ps *pass[T]) head() {
 		return
 	}
 	rows := ps.xFn[(ps.P-1)*d : (ps.S-1)*d]
-	logits := linear(rows, C, d, ps.p.lmHead.data, V)
-	invT := 1 / ps.temp
-	for i := 0; i < C; i++ {
-		z := logits[i*V : (i+1)*V]
-		mx := math.Inf(-1)
-		for _, v := range z {
-			mx = max(mx, float64(v)*invT)
-		}
-		target := int(ps.ids[ps.P+i])
-		zt := float64(z[target]) * invT
-		sum := expShift(z, invT, mx)
-		ps.logprobs[i] = T(zt - mx - math.Log(sum))
-		if ps.train {
-			inv := T(1 / sum)
-			for j := range z {
-				z[j] *= inv
-			}
-		}
-	}
+	logits := linear(ps.ops, rows, C, d, ps.p.lmHead.data, V)
+	ps.ops.Logprobs(ps.logprobs, logits, V, ps.ids[ps.P:], 1/ps.temp, ps.train)
 	if ps.train {
 		ps.probs = logits
 	}
@@ -119,12 +105,12 @@ func (ps *pass[T]) layerForward(l, moeIdx int, x []T) []T {
 	c, lp, lc := ps.c, &ps.p.layers[l], &ps.layers[l]
 	d, S := c.HiddenSize, ps.S
 	H, KV, hd := c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
-	xn, rIn := rmsnorm(x, S, d, lp.inNorm.data, c.RMSNormEps)
-	qRaw := linear(xn, S, d, lp.q.data, H*hd)
-	kRaw := linear(xn, S, d, lp.k.data, KV*hd)
-	v := linear(xn, S, d, lp.v.data, KV*hd)
-	q, rq := rmsnorm(qRaw, S*H, hd, lp.qNorm.data, c.RMSNormEps)
-	k, rk := rmsnorm(kRaw, S*KV, hd, lp.kNorm.data, c.RMSNormEps)
+	xn, rIn := rmsnorm(ps.ops, x, S, d, lp.inNorm.data, c.RMSNormEps)
+	qRaw := linear(ps.ops, xn, S, d, lp.q.data, H*hd)
+	kRaw := linear(ps.ops, xn, S, d, lp.k.data, KV*hd)
+	v := linear(ps.ops, xn, S, d, lp.v.data, KV*hd)
+	q, rq := rmsnorm(ps.ops, qRaw, S*H, hd, lp.qNorm.data, c.RMSNormEps)
+	k, rk := rmsnorm(ps.ops, kRaw, S*KV, hd, lp.kNorm.data, c.RMSNormEps)
 	ps.rope.apply(q, ps.pos0, S, H, false)
 	ps.rope.apply(k, ps.pos0, S, KV, false)
 	kAll, vAll := k, v
@@ -132,12 +118,12 @@ func (ps *pass[T]) layerForward(l, moeIdx int, x []T) []T {
 		kAll, vAll = ps.kv.append(l, k, v)
 	}
 	attn, probs := ps.attention(q, kAll, vAll)
-	o := linear(attn, S, H*hd, lp.o.data, d)
+	o := linear(ps.ops, attn, S, H*hd, lp.o.data, d)
 	h := o
 	for i := range h {
 		h[i] += x[i]
 	}
-	hn, rPost := rmsnorm(h, S, d, lp.postNorm.data, c.RMSNormEps)
+	hn, rPost := rmsnorm(ps.ops, h, S, d, lp.postNorm.data, c.RMSNormEps)
 	var out []T
 	if lp.moe {
 		var mc *moeCache[T]
@@ -145,7 +131,7 @@ func (ps *pass[T]) layerForward(l, moeIdx int, x []T) []T {
 		lc.moe = mc
 	} else {
 		var g, u, act []T
-		out, g, u, act = mlpForward(c, lp.mlp, hn, S, c.IntermediateSize)
+		out, g, u, act = mlpForward(ps.ops, c, lp.mlp, hn, S, c.IntermediateSize)
 		lc.g, lc.u, lc.act = g, u, act
 	}
 	for i := range out {
@@ -168,64 +154,33 @@ func (ps *pass[T]) layerForward(l, moeIdx int, x []T) []T {
 const attnBlock = 64
 
 // attention runs causal grouped-query attention of the queries q [S, H*hd]
-// (positions pos0..pos0+S-1) over the keys and values k, v [pos0+S, KV*hd],
-// one goroutine per head. It returns the output [S, H*hd] and, when
-// training (pos0 = 0), the probabilities [H][S][S].
+// (positions pos0..pos0+S-1) over the keys and values k, v [pos0+S, KV*hd].
+// It returns the output [S, H*hd] and, when training (pos0 = 0), the
+// probabilities [H][S][S].
 func (ps *pass[T]) attention(q, k, v []T) (out, probs []T) {
-	c, S, p0 := ps.c, ps.S, ps.pos0
-	H, KV, hd := c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
-	N := p0 + S // keys, and the row stride of the probabilities
-	group := H / KV
-	scale := T(1 / math.Sqrt(float64(hd)))
-	out = make([]T, S*H*hd)
+	a := ps.attnShape()
+	out = make([]T, a.S*a.Heads*a.HeadDim)
 	if ps.train {
-		probs = make([]T, H*S*N)
+		probs = make([]T, a.Heads*a.S*(a.Pos0+a.S))
 	}
-	parallelFor(H, func(h int) {
-		kh := h / group
-		var scratch []T
-		if probs == nil {
-			scratch = make([]T, min(ps.block, S)*N) // inference keeps one row block
-		}
-		// Causal: row block [r0, r1) only needs keys [0, p0+r1).
-		for r0 := 0; r0 < S; r0 += ps.block {
-			r1 := min(r0+ps.block, S)
-			P := scratch // rows r0..r1-1 with stride N
-			if probs != nil {
-				P = probs[(h*S+r0)*N : (h+1)*S*N]
-			}
-			gemm(false, true, r1-r0, p0+r1, hd, scale, q[(r0*H+h)*hd:], H*hd, k[kh*hd:], KV*hd, 0, P, N)
-			for i := r0; i < r1; i++ {
-				row := P[(i-r0)*N : (i-r0+1)*N]
-				last := p0 + i // the last key this query sees
-				mx := row[0]
-				for _, s := range row[1 : last+1] {
-					mx = max(mx, s)
-				}
-				sum := expShift(row[:last+1], 1, float64(mx))
-				inv := T(1 / sum)
-				for j := 0; j <= last; j++ {
-					row[j] *= inv
-				}
-				clear(row[last+1:])
-			}
-			gemm(false, false, r1-r0, hd, p0+r1, 1, P, N, v[kh*hd:], KV*hd, 0, out[(r0*H+h)*hd:], H*hd)
-		}
-	})
+	ps.ops.Attention(out, probs, q, k, v, a)
 	return out, probs
 }
 
+// attnShape describes the pass's attention calls.
+func (ps *pass[T]) attnShape() backend.AttnShape {
+	c := ps.c
+	return backend.AttnShape{S: ps.S, Pos0: ps.pos0, Heads: c.NumAttentionHeads, KV: c.NumKeyValueHeads, HeadDim: c.HeadDim, Block: ps.block}
+}
+
 // mlpForward runs a SwiGLU MLP: down(silu(gate(x)) * up(x)) on x [n, d].
-func mlpForward[T Float](c *Config, m mlpParams[T], x []T, n, inter int) (out, g, u, act []T) {
+func mlpForward[T Float](o backend.Ops[T], c *Config, m mlpParams[T], x []T, n, inter int) (out, g, u, act []T) {
 	d := c.HiddenSize
-	g = linear(x, n, d, m.gate.data, inter)
-	u = linear(x, n, d, m.up.data, inter)
+	g = linear(o, x, n, d, m.gate.data, inter)
+	u = linear(o, x, n, d, m.up.data, inter)
 	act = make([]T, len(g))
-	sigmoidInto(act, g)
-	for i, gv := range g {
-		act[i] *= gv * u[i]
-	}
-	out = linear(act, n, inter, m.down.data, d)
+	o.SwiGLU(act, g, u)
+	out = linear(o, act, n, inter, m.down.data, d)
 	return out, g, u, act
 }
 
@@ -236,7 +191,7 @@ func (ps *pass[T]) moeForward(lp *layerParams[T], x []T, moeIdx int) ([]T, *moeC
 	c, S := ps.c, ps.S
 	d, E, K, I := c.HiddenSize, c.NumExperts, c.NumExpertsPerTok, c.MoEIntermediateSize
 	mc := &moeCache[T]{sel: make([]int, S*K), w: make([]T, S*K)}
-	probs := linear(x, S, d, lp.router.data, E)
+	probs := linear(ps.ops, x, S, d, lp.router.data, E)
 	order := make([]int, E)
 	for t := 0; t < S; t++ {
 		row := probs[t*E : (t+1)*E]
@@ -302,7 +257,7 @@ func (ps *pass[T]) moeForward(lp *layerParams[T], x []T, moeIdx int) ([]T, *moeC
 		for i, t := range mc.tok[e] {
 			copy(xe[i*d:(i+1)*d], x[t*d:(t+1)*d])
 		}
-		ye, g, u, act := mlpForward(c, lp.experts[e], xe, n, I)
+		ye, g, u, act := mlpForward(ps.ops, c, lp.experts[e], xe, n, I)
 		for i, t := range mc.tok[e] {
 			w := mc.w[t*K+mc.slot[e][i]]
 			o, y := out[t*d:(t+1)*d], ye[i*d:(i+1)*d]

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/legorl/legorl/policy/backend"
 )
 
 // tinyDense and tinyMoE are the configs of the gradient checks: small enough
@@ -64,7 +66,7 @@ func testSeqs(c Config, seed uint64) ([]Sequence, [][]float32) {
 func loss64(c *Config, p *params[float64], seqs []Sequence, ws [][]float32) float64 {
 	var L float64
 	for i, s := range seqs {
-		ps := newPass(c, p, s)
+		ps := newPass[float64](backend.CPUOps[float64]{}, c, p, s)
 		ps.block = 2 // exercise the causal blocks of attention on short sequences
 		ps.forward()
 		for t, lp := range ps.logprobs {
@@ -78,7 +80,7 @@ func grad64(c *Config, p *params[float64], seqs []Sequence, ws [][]float32) (*pa
 	g := newParams[float64](*c)
 	var res []Result
 	for i, s := range seqs {
-		ps := newPass(c, p, s)
+		ps := newPass[float64](backend.CPUOps[float64]{}, c, p, s)
 		ps.block = 2
 		ps.train, ps.w = true, ws[i]
 		ps.forward()
@@ -181,7 +183,7 @@ func TestBackwardFloat32(t *testing.T) {
 	c := tinyMoE(true)
 	p64 := randomParams[float64](c, 42)
 	p32 := randomParams[float32](c, 42)
-	m := &Model{cfg: c, p: p32}
+	m := &Model{cfg: c, p: p32, be: backend.NewCPU()}
 	seqs, ws := testSeqs(c, 43)
 	seqs = append(seqs, seqs...)
 	ws = append(ws, ws...)
@@ -209,7 +211,7 @@ func TestBackwardFloat32(t *testing.T) {
 // number of weights is an error that leaves the gradients untouched.
 func TestBackwardFunc(t *testing.T) {
 	c := tinyMoE(true)
-	m := &Model{cfg: c, p: randomParams[float32](c, 50)}
+	m := &Model{cfg: c, p: randomParams[float32](c, 50), be: backend.NewCPU()}
 	seqs, _ := testSeqs(c, 51)
 	ppo := func(i int, lp []float32) []float32 {
 		w := make([]float32, len(lp))

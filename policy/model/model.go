@@ -5,6 +5,8 @@ import (
 	"math"
 	"runtime"
 	"sync"
+
+	"github.com/legorl/legorl/policy/backend"
 )
 
 // Model is a float32 Qwen3-architecture model. Its methods may be called
@@ -13,6 +15,7 @@ import (
 type Model struct {
 	cfg Config
 	p   *params[float32]
+	be  backend.Backend
 }
 
 // InitStd is the standard deviation of the normal initialisation of every
@@ -26,7 +29,30 @@ func New(cfg Config, seed uint64) (*Model, error) {
 	}
 	p := newParams[float32](cfg)
 	p.initRandom(seed, InitStd)
-	return &Model{cfg: cfg, p: p}, nil
+	return &Model{cfg: cfg, p: p, be: backend.NewCPU()}, nil
+}
+
+// SetBackend makes the model's passes, steps and optimizer updates run on
+// b (nil restores the CPU backend). The weights stay where they are (host
+// memory), so a model can move between backends at any time; it must not
+// be called while other methods run. The model does not close b.
+func (m *Model) SetBackend(b backend.Backend) {
+	if b == nil {
+		b = backend.NewCPU()
+	}
+	m.be = b
+}
+
+// Backend returns the backend the model runs on.
+func (m *Model) Backend() backend.Backend { return m.be }
+
+// backendErr wraps the backend's sticky error, if any, for a caller that
+// must discard what the failed operations produced.
+func (m *Model) backendErr() error {
+	if err := m.be.Err(); err != nil {
+		return fmt.Errorf("model: backend %s: %w", m.be.Name(), err)
+	}
+	return nil
 }
 
 // Config returns the model's configuration.
@@ -116,14 +142,14 @@ func (c *Config) check(i int, s Sequence) error {
 	return nil
 }
 
-func newPass[T Float](c *Config, p *params[T], s Sequence) *pass[T] {
+func newPass[T Float](o backend.Ops[T], c *Config, p *params[T], s Sequence) *pass[T] {
 	ids := make([]int32, 0, len(s.Prompt)+len(s.Completion))
 	ids = append(append(ids, s.Prompt...), s.Completion...)
 	temp := s.Temperature
 	if temp == 0 {
 		temp = 1
 	}
-	return &pass[T]{c: c, p: p, ids: ids, block: attnBlock, S: len(ids), P: len(s.Prompt), temp: temp, replay: s.Routing,
+	return &pass[T]{c: c, ops: o, p: p, ids: ids, block: attnBlock, S: len(ids), P: len(s.Prompt), temp: temp, replay: s.Routing,
 		rope: newRope[T](len(ids), c.HeadDim, c.RopeTheta)}
 }
 
@@ -145,11 +171,14 @@ func (m *Model) Logprobs(seqs []Sequence) ([]Result, error) {
 		}
 	}
 	out := make([]Result, len(seqs))
-	parallelFor(len(seqs), func(i int) {
-		ps := newPass(&m.cfg, m.p, seqs[i])
+	backend.ParallelFor(len(seqs), func(i int) {
+		ps := newPass(m.be, &m.cfg, m.p, seqs[i])
 		ps.forward()
 		out[i] = toResult(ps)
 	})
+	if err := m.backendErr(); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
@@ -218,7 +247,7 @@ func (m *Model) BackwardFunc(seqs []Sequence, weights WeightFunc, g *Grads) ([]R
 		go func() {
 			defer wg.Done()
 			for i := w; i < len(seqs); i += workers {
-				ps := newPass(&m.cfg, m.p, seqs[i])
+				ps := newPass(m.be, &m.cfg, m.p, seqs[i])
 				ps.train = true
 				ps.forward()
 				out[i] = toResult(ps)
@@ -236,6 +265,9 @@ func (m *Model) BackwardFunc(seqs []Sequence, weights WeightFunc, g *Grads) ([]R
 		if err != nil {
 			return nil, err
 		}
+	}
+	if err := m.backendErr(); err != nil {
+		return nil, err
 	}
 	for _, buf := range g.scratch[:workers] {
 		g.p.addFrom(buf)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legorl/legorl/policy/backend"
 	"github.com/legorl/legorl/policy/kernels"
 )
 
@@ -133,7 +134,7 @@ func BenchmarkSgemmAnchor(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	for range b.N {
-		parallelFor(workers, func(int) {
+		backend.ParallelFor(workers, func(int) {
 			y := make([]float32, m*n)
 			kernels.Sgemm(false, true, m, n, k, 1, x, k, w, k, 0, y, n)
 		})

@@ -2,80 +2,38 @@ package model
 
 import (
 	"math"
-	"runtime"
-	"sync"
 
-	"github.com/legorl/legorl/policy/kernels"
+	"github.com/legorl/legorl/policy/backend"
 )
 
-// gemm computes C = alpha*op(A)*op(B) + beta*C on row-major matrices (the
-// kernels.Sgemm contract). float32 goes to kernels.Sgemm; float64 (used by
-// the gradient checks only) to a plain loop.
-func gemm[T Float](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
-	if m == 0 || n == 0 {
-		return
-	}
-	switch a := any(a).(type) {
-	case []float32:
-		kernels.Sgemm(transA, transB, m, n, k, float32(alpha), a, lda, any(b).([]float32), ldb, float32(beta), any(c).([]float32), ldc)
-	case []float64:
-		kernels.Ref(transA, transB, m, n, k, float64(alpha), a, lda, any(b).([]float64), ldb, float64(beta), any(c).([]float64), ldc)
-	}
-}
-
 // linear computes y = x W^T for x [rows, in] and W [out, in] (nn.Linear).
-func linear[T Float](x []T, rows, in int, w []T, out int) []T {
+func linear[T Float](o backend.Ops[T], x []T, rows, in int, w []T, out int) []T {
 	y := make([]T, rows*out)
-	gemm(false, true, rows, out, in, 1, x, in, w, in, 0, y, out)
+	o.Gemm(false, true, rows, out, in, 1, x, in, w, in, 0, y, out)
 	return y
 }
 
 // linearBack accumulates dx += dy W and dW += dy^T x for y = x W^T.
 // dx may be nil when the input gradient is not needed.
-func linearBack[T Float](dy []T, rows, out int, x []T, in int, w, dw, dx []T) {
+func linearBack[T Float](o backend.Ops[T], dy []T, rows, out int, x []T, in int, w, dw, dx []T) {
 	if dx != nil {
-		gemm(false, false, rows, in, out, 1, dy, out, w, in, 1, dx, in)
+		o.Gemm(false, false, rows, in, out, 1, dy, out, w, in, 1, dx, in)
 	}
-	gemm(true, false, out, in, rows, 1, dy, out, x, in, 1, dw, in)
+	o.Gemm(true, false, out, in, rows, 1, dy, out, x, in, 1, dw, in)
 }
 
 // rmsnorm normalises each row of x [rows, n]: y = w * x / sqrt(mean(x²)+eps).
 // It returns y and the reciprocal root of each row.
-func rmsnorm[T Float](x []T, rows, n int, w []T, eps float64) (y, r []T) {
+func rmsnorm[T Float](o backend.Ops[T], x []T, rows, n int, w []T, eps float64) (y, r []T) {
 	y = make([]T, rows*n)
 	r = make([]T, rows)
-	for i := 0; i < rows; i++ {
-		xr := x[i*n : (i+1)*n]
-		var ss float64
-		for _, v := range xr {
-			ss += float64(v) * float64(v)
-		}
-		ri := T(1 / math.Sqrt(ss/float64(n)+eps))
-		r[i] = ri
-		yr := y[i*n : (i+1)*n]
-		for j, v := range xr {
-			yr[j] = w[j] * (v * ri)
-		}
-	}
+	o.RMSNorm(y, r, x, rows, n, w, eps)
 	return y, r
 }
 
 // rmsnormBack accumulates into dx and dw the gradient of rmsnorm given dy.
-func rmsnormBack[T Float](dy, x []T, rows, n int, w, r, dw, dx []T) {
-	for i := 0; i < rows; i++ {
-		xr, dyr, dxr := x[i*n:(i+1)*n], dy[i*n:(i+1)*n], dx[i*n:(i+1)*n]
-		ri := r[i]
-		var dot float64
-		for j := range xr {
-			g := dyr[j] * w[j]
-			dot += float64(g) * float64(xr[j])
-			dw[j] += dyr[j] * xr[j] * ri
-		}
-		c := T(dot) * ri * ri * ri / T(n)
-		for j := range xr {
-			dxr[j] += dyr[j]*w[j]*ri - xr[j]*c
-		}
-	}
+func rmsnormBack[T Float](o backend.Ops[T], dy, x []T, rows, n int, w, r, dw, dx []T) {
+	o.RMSNormBack(dx, dw, dy, x, rows, n, w, r)
 }
 
 // ropeTable holds cos and sin of every position's angles: [pos][hd/2].
@@ -130,35 +88,4 @@ func (t ropeTable[T]) apply(x []T, pos0, S, heads int, inverse bool) {
 			}
 		}
 	}
-}
-
-// parallelFor runs f(i) for i in [0, n) on up to GOMAXPROCS goroutines.
-func parallelFor(n int, f func(i int)) {
-	w := min(runtime.GOMAXPROCS(0), n)
-	if w <= 1 {
-		for i := 0; i < n; i++ {
-			f(i)
-		}
-		return
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	next := 0
-	for range w {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				i := next
-				next++
-				mu.Unlock()
-				if i >= n {
-					return
-				}
-				f(i)
-			}
-		}()
-	}
-	wg.Wait()
 }

@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/legorl/legorl/policy/backend"
 )
 
 // refPython is the interpreter with PyTorch (Debian's python3-torch; the
@@ -89,7 +91,7 @@ func refModel(c Config, seed uint64) *Model {
 			}
 		}
 	}
-	return &Model{cfg: c, p: p}
+	return &Model{cfg: c, p: p, be: backend.NewCPU()}
 }
 
 func refInputs(c Config, seed uint64) []Sequence {

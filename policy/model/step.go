@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/legorl/legorl/policy/backend"
 	"github.com/legorl/legorl/policy/kernels"
 )
 
@@ -75,7 +76,15 @@ func (m *Model) Step(in []StepInput) ([]StepOutput, error) {
 		rows += len(s.IDs)
 	}
 	st := &step{m: m, in: in, rows: rows}
-	return st.run(), nil
+	out := st.run()
+	if err := m.backendErr(); err != nil {
+		for _, s := range in {
+			_ = s.Cache.Truncate(s.Cache.kv.n) // drop the keys and values appended
+		}
+		return nil, err
+	}
+	st.commit()
+	return out, nil
 }
 
 // step is the state of one Model.Step over validated inputs.
@@ -130,14 +139,13 @@ func (st *step) run() []StepOutput {
 	for j, r := range last {
 		copy(xl[j*d:(j+1)*d], x[r*d:(r+1)*d])
 	}
-	xn, _ := rmsnorm(xl, len(last), d, st.m.p.norm.data, cfg.RMSNormEps)
+	xn, _ := rmsnorm(st.m.be, xl, len(last), d, st.m.p.norm.data, cfg.RMSNormEps)
 	V := cfg.VocabSize
-	logits := rowLinear(xn, len(last), d, st.m.p.lmHead.data, V)
+	logits := st.rowLinear(xn, len(last), d, st.m.p.lmHead.data, V)
 	out := make([]StepOutput, len(st.in))
 	j := 0
 	st.spans(func(i, row0 int) {
 		s := st.in[i]
-		s.Cache.kv.n += len(s.IDs)
 		if st.routes != nil {
 			out[i].Routing = st.routes[row0 : row0+len(s.IDs) : row0+len(s.IDs)]
 		}
@@ -149,6 +157,13 @@ func (st *step) run() []StepOutput {
 	return out
 }
 
+// commit counts the new positions into each input's cache.
+func (st *step) commit() {
+	for _, s := range st.in {
+		s.Cache.kv.n += len(s.IDs)
+	}
+}
+
 // layer runs decoder layer l on x [rows, d] and appends the new keys and
 // values to each input's cache. It mirrors pass.layerForward operation for
 // operation, with row-invariant products and attention.
@@ -156,12 +171,12 @@ func (st *step) layer(l, moeIdx int, x []float32) []float32 {
 	c, lp := &st.m.cfg, &st.m.p.layers[l]
 	d, R := c.HiddenSize, st.rows
 	H, KV, hd := c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
-	xn, _ := rmsnorm(x, R, d, lp.inNorm.data, c.RMSNormEps)
-	q := rowLinear(xn, R, d, lp.q.data, H*hd)
-	k := rowLinear(xn, R, d, lp.k.data, KV*hd)
-	v := rowLinear(xn, R, d, lp.v.data, KV*hd)
-	q, _ = rmsnorm(q, R*H, hd, lp.qNorm.data, c.RMSNormEps)
-	k, _ = rmsnorm(k, R*KV, hd, lp.kNorm.data, c.RMSNormEps)
+	xn, _ := rmsnorm(st.m.be, x, R, d, lp.inNorm.data, c.RMSNormEps)
+	q := st.rowLinear(xn, R, d, lp.q.data, H*hd)
+	k := st.rowLinear(xn, R, d, lp.k.data, KV*hd)
+	v := st.rowLinear(xn, R, d, lp.v.data, KV*hd)
+	q, _ = rmsnorm(st.m.be, q, R*H, hd, lp.qNorm.data, c.RMSNormEps)
+	k, _ = rmsnorm(st.m.be, k, R*KV, hd, lp.kNorm.data, c.RMSNormEps)
 	attn := make([]float32, R*H*hd)
 	type task struct{ i, row0, t, h int }
 	var tasks []task
@@ -178,23 +193,23 @@ func (st *step) layer(l, moeIdx int, x []float32) []float32 {
 			}
 		}
 	})
-	parallelFor(len(tasks), func(j int) {
+	backend.ParallelFor(len(tasks), func(j int) {
 		tk := tasks[j]
 		kv := &st.in[tk.i].Cache.kv
 		r := tk.row0 + tk.t
 		off := (r*H + tk.h) * hd
 		attendRow(c, q[off:off+hd], kv.k[l], kv.v[l], kv.n+tk.t, tk.h, attn[off:off+hd])
 	})
-	h := rowLinear(attn, R, H*hd, lp.o.data, d)
+	h := st.rowLinear(attn, R, H*hd, lp.o.data, d)
 	for i := range h {
 		h[i] += x[i]
 	}
-	hn, _ := rmsnorm(h, R, d, lp.postNorm.data, c.RMSNormEps)
+	hn, _ := rmsnorm(st.m.be, h, R, d, lp.postNorm.data, c.RMSNormEps)
 	var out []float32
 	if lp.moe {
 		out = st.moe(lp, hn, moeIdx)
 	} else {
-		out = rowMLP(c, lp.mlp, hn, R, c.IntermediateSize)
+		out = st.rowMLP(c, lp.mlp, hn, R, c.IntermediateSize)
 	}
 	for i := range out {
 		out[i] += h[i]
@@ -216,7 +231,7 @@ func attendRow(c *Config, q, k, v []float32, last, h int, out []float32) {
 		p[j] = s
 		mx = max(mx, s)
 	}
-	inv := float32(1 / expShift(p, 1, float64(mx)))
+	inv := float32(1 / backend.ExpShift(p, 1, float64(mx)))
 	out = out[:hd]
 	clear(out)
 	for j, pj := range p {
@@ -241,44 +256,23 @@ func axpy(a float32, x, y []float32) {
 	}
 }
 
-// rowLinear computes y = x W^T for x [rows, in] and W [out, in] with one
-// kernels.Dot per element, so each row's result does not depend on the
-// other rows. Work is split into blocks of weight rows by blocks of input
-// rows, so a block of weights is reused across the batch while in cache.
-func rowLinear(x []float32, rows, in int, w []float32, out int) []float32 {
+// rowLinear computes y = x W^T for x [rows, in] and W [out, in] with the
+// backend's row-invariant product: each row's result does not depend on the
+// other rows.
+func (st *step) rowLinear(x []float32, rows, in int, w []float32, out int) []float32 {
 	y := make([]float32, rows*out)
-	const colBlock, rowBlock = 64, 32
-	cb, rb := (out+colBlock-1)/colBlock, (rows+rowBlock-1)/rowBlock
-	body := func(t int) {
-		j0, i0 := t/rb*colBlock, t%rb*rowBlock
-		for j := j0; j < min(j0+colBlock, out); j++ {
-			wr := w[j*in : (j+1)*in]
-			for i := i0; i < min(i0+rowBlock, rows); i++ {
-				y[i*out+j] = kernels.Dot(x[i*in:(i+1)*in], wr)
-			}
-		}
-	}
-	if rows*out*in < 1<<18 {
-		for t := range cb * rb {
-			body(t)
-		}
-	} else {
-		parallelFor(cb*rb, body)
-	}
+	st.m.be.RowLinear(y, x, rows, in, w, out)
 	return y
 }
 
 // rowMLP is mlpForward with row-invariant products.
-func rowMLP(c *Config, m mlpParams[float32], x []float32, n, inter int) []float32 {
+func (st *step) rowMLP(c *Config, m mlpParams[float32], x []float32, n, inter int) []float32 {
 	d := c.HiddenSize
-	g := rowLinear(x, n, d, m.gate.data, inter)
-	u := rowLinear(x, n, d, m.up.data, inter)
+	g := st.rowLinear(x, n, d, m.gate.data, inter)
+	u := st.rowLinear(x, n, d, m.up.data, inter)
 	act := make([]float32, len(g))
-	sigmoidInto(act, g)
-	for i, gv := range g {
-		act[i] *= gv * u[i]
-	}
-	return rowLinear(act, n, inter, m.down.data, d)
+	st.m.be.SwiGLU(act, g, u)
+	return st.rowLinear(act, n, inter, m.down.data, d)
 }
 
 // moe is pass.moeForward for inference with row-invariant products: each
@@ -287,7 +281,7 @@ func rowMLP(c *Config, m mlpParams[float32], x []float32, n, inter int) []float3
 func (st *step) moe(lp *layerParams[float32], x []float32, moeIdx int) []float32 {
 	c, R := &st.m.cfg, st.rows
 	d, E, K := c.HiddenSize, c.NumExperts, c.NumExpertsPerTok
-	probs := rowLinear(x, R, d, lp.router.data, E)
+	probs := st.rowLinear(x, R, d, lp.router.data, E)
 	sel := make([]int, R*K)
 	wts := make([]float32, R*K)
 	order := make([]int, E)
@@ -345,7 +339,7 @@ func (st *step) moe(lp *layerParams[float32], x []float32, moeIdx int) []float32
 		for i, t := range tok[e] {
 			copy(xe[i*d:(i+1)*d], x[t*d:(t+1)*d])
 		}
-		ye := rowMLP(c, lp.experts[e], xe, n, c.MoEIntermediateSize)
+		ye := st.rowMLP(c, lp.experts[e], xe, n, c.MoEIntermediateSize)
 		for i, t := range tok[e] {
 			w := wts[t*K+slot[e][i]]
 			o, y := out[t*d:(t+1)*d], ye[i*d:(i+1)*d]
