@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/legorl/legorl/policy/backend"
 	"github.com/legorl/legorl/policy/chat"
 	"github.com/legorl/legorl/policy/model"
 	"github.com/legorl/legorl/policy/tokenizer"
@@ -194,6 +195,9 @@ type SFTOptions struct {
 	CodeVersion string
 	// Progress, when set, is called after every step.
 	Progress func(SFTStep)
+	// Backend runs the passes and the optimizer. Defaults to the CPU
+	// backend. SFT does not close it.
+	Backend backend.Backend
 }
 
 // SFTStep is one optimizer step.
@@ -273,6 +277,7 @@ func SFT(ctx context.Context, o SFTOptions) (*SFTResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: parent %s: %w", ErrCheckpoint, o.PolicyDir, err)
 	}
+	m.SetBackend(o.Backend)
 	tok, err := tokenizer.Load(filepath.Join(o.PolicyDir, "tokenizer.json"))
 	if err != nil {
 		return nil, fmt.Errorf("%w: parent %s: %w", ErrCheckpoint, o.PolicyDir, err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/legorl/legorl/policy/backend"
 	"github.com/legorl/legorl/policy/model"
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
@@ -43,6 +44,9 @@ type Options struct {
 	// the gate's as Prometheus metrics (NewMetrics), as they happen.
 	// Defaults to nil: no metrics.
 	Metrics *Metrics
+	// Backend runs the recompute, the gradients and the optimizer steps.
+	// Defaults to the CPU backend. Train does not close it.
+	Backend backend.Backend
 }
 
 // Result is what Train published.
@@ -84,7 +88,7 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 	if _, err := os.Lstat(o.OutDir); !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w: output folder %s already exists (checkpoints are write-once)", ErrCheckpoint, o.OutDir)
 	}
-	parent, err := loadParent(o.PolicyDir, cfg, o.ParentVersion)
+	parent, err := loadParent(o.PolicyDir, cfg, o.ParentVersion, o.Backend)
 	if err != nil {
 		return nil, err
 	}
@@ -163,11 +167,12 @@ type parentCheckpoint struct {
 
 // loadParent loads the weights, the optimizer state when the folder has
 // one, and the policy version.
-func loadParent(dir string, cfg Config, version *int64) (*parentCheckpoint, error) {
+func loadParent(dir string, cfg Config, version *int64, be backend.Backend) (*parentCheckpoint, error) {
 	m, err := model.Load(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%w: parent %s: %w", ErrCheckpoint, dir, err)
 	}
+	m.SetBackend(be)
 	p := &parentCheckpoint{model: m}
 	if p.ref.Path, err = filepath.Abs(dir); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)

@@ -51,6 +51,7 @@ func runRollout(ctx context.Context, env *environ, args []string, stdout, stderr
 	gradeTimeout := fs.Duration("grade-timeout", 10*time.Minute, "deadline of grading")
 	pf := addPipelineFlags(fs)
 	pf.splits = fs.String("split", tasks.SplitTrain, "pipeline: task splits rolled out, comma-separated (tasks without a split always are; held-out splits belong to legorl eval)")
+	compute := addComputeFlags(fs)
 	if err := parseFlags(fs, stderr, args); err != nil {
 		return err
 	}
@@ -100,6 +101,12 @@ func runRollout(ctx context.Context, env *environ, args []string, stdout, stderr
 	if err != nil {
 		return err
 	}
+	be, err := compute.open()
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+	pol.model.SetBackend(be)
 	version, tok := pol.version, pol.tok
 	eng := engine.New(pol.model, version, engine.Options{})
 	defer eng.Close()

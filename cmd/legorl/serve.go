@@ -40,6 +40,7 @@ func runServe(ctx context.Context, env *environ, args []string, stdout, stderr i
 	maxTokens := fs.Int("max-tokens", 0, "completion limit when a request sets none; 0: up to the context")
 	remoteKind := fs.String("remote", "", "generate on a remote engine instead: vllm or sglang")
 	remoteURL := fs.String("remote-url", "", "base URL of the remote engine, e.g. http://gpu-host:8000")
+	compute := addComputeFlags(fs)
 	if err := parseFlags(fs, stderr, args); err != nil {
 		return err
 	}
@@ -67,6 +68,12 @@ func runServe(ctx context.Context, env *environ, args []string, stdout, stderr i
 	if err != nil {
 		return err
 	}
+	be, err := compute.open()
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+	pol.model.SetBackend(be)
 	reg := newRegistry()
 	var gen proxy.Generator
 	switch *remoteKind {

@@ -175,6 +175,7 @@ func TestServeBadInput(t *testing.T) {
 		{[]string{"--policy", policy, "--top-p", "1.5"}, "top"},
 		{[]string{"--policy", policy, "--addr", "256.0.0.1:1"}, "listen"},
 		{[]string{"--policy", t.TempDir()}, "config.json"},
+		{[]string{"--policy", policy, "--compute", "tpu"}, `unknown backend "tpu"`},
 	} {
 		code, _, stderr := runCLI(t, testEnv(nil), append([]string{"serve"}, tc.args...)...)
 		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") != 1 {

@@ -29,6 +29,7 @@ func runSFT(ctx context.Context, env *environ, args []string, stdout, stderr io.
 	batch := fs.Int("batch", 0, "conversations per optimizer step (default 8)")
 	seed := fs.Uint64("seed", 0, "seed of the per-epoch shuffle (default 0)")
 	maxTokens := fs.Int("max-tokens", 0, "drop assistant turns whose prompt and completion exceed this many tokens (default 4096)")
+	compute := addComputeFlags(fs)
 	if err := parseFlags(fs, stderr, args); err != nil {
 		return err
 	}
@@ -39,7 +40,12 @@ func runSFT(ctx context.Context, env *environ, args []string, stdout, stderr io.
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	res, err := trainer.SFT(ctx, trainer.SFTOptions{Demos: *demos, PolicyDir: *policy, OutDir: *out, Config: cfg, CodeVersion: version,
+	be, err := compute.open()
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+	res, err := trainer.SFT(ctx, trainer.SFTOptions{Demos: *demos, PolicyDir: *policy, OutDir: *out, Config: cfg, CodeVersion: version, Backend: be,
 		Progress: func(s trainer.SFTStep) {
 			fmt.Fprintf(stderr, "sft: step %d/%d (epoch %d): loss %.4f, grad norm %.3g, %d tokens, %.1fs\n",
 				s.Step+1, s.Steps, s.Epoch+1, s.Loss, s.GradNorm, s.Tokens, s.Seconds)

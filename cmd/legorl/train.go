@@ -42,6 +42,7 @@ func runTrain(ctx context.Context, env *environ, args []string, stdout, stderr i
 	gate := fs.String("gate", "", "what a failed check does: abort or mask (default abort)")
 	noReplay := fs.Bool("no-replay", false, "recompute MoE logprobs with the trainer's routing instead of the recorded routes")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics (loss, grad norm, ...; docs/METRICS.md) at http://ADDR/metrics while training, e.g. 127.0.0.1:9090; empty: off")
+	compute := addComputeFlags(fs)
 	if err := parseFlags(fs, stderr, args); err != nil {
 		return err
 	}
@@ -96,7 +97,12 @@ func runTrain(ctx context.Context, env *environ, args []string, stdout, stderr i
 	if err != nil {
 		return err
 	}
-	opts := trainer.Options{Store: st, RunID: *run, Iteration: *iter, PolicyDir: *policy, OutDir: *out,
+	be, err := compute.open()
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+	opts := trainer.Options{Store: st, RunID: *run, Iteration: *iter, PolicyDir: *policy, OutDir: *out, Backend: be,
 		Config: cfg, Stage: *stage, CodeVersion: version, Progress: trainProgress(stderr, *run, *iter, st.URI())}
 	if *metricsAddr != "" {
 		reg := newRegistry()

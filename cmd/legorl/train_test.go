@@ -6,9 +6,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/legorl/legorl/policy/backend"
 	"github.com/legorl/legorl/policy/model"
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
@@ -165,6 +167,15 @@ func TestTrainCommandErrors(t *testing.T) {
 		{"no such iteration", []string{"train", "--store", store, "--run", "cli", "--iteration", "5", "--policy", policy, "--out", out}, "no manifest under runs/cli/manifests/rollout/iter-000005/"},
 		{"failed check", []string{"train", "--store", badStore, "--run", "cli", "--iteration", "0", "--policy", badPolicy, "--out", out}, "train-inference logprob check failed: FAILED: pearson"},
 		{"output exists", []string{"train", "--store", store, "--run", "cli", "--iteration", "0", "--policy", policy, "--out", policy}, "already exists"},
+		{"unknown compute", []string{"train", "--store", store, "--run", "cli", "--iteration", "0", "--policy", policy, "--out", out, "--compute", "tpu"}, `--compute tpu: backend: unknown backend "tpu" (have cpu`},
+		{"bf16 on the cpu", []string{"train", "--store", store, "--run", "cli", "--iteration", "0", "--policy", policy, "--out", out, "--precision", "bf16"}, "the cpu backend computes in fp32 only"},
+	}
+	if !slices.Contains(backend.Names(), "cuda") { // the default build
+		tests = append(tests, struct {
+			name string
+			args []string
+			want string
+		}{"cuda not compiled in", []string{"train", "--store", store, "--run", "cli", "--iteration", "0", "--policy", policy, "--out", out, "--compute", "cuda"}, "build with -tags cuda"})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
