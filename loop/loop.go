@@ -41,6 +41,7 @@ import (
 	"github.com/legorl/legorl/pipelines/eval"
 	"github.com/legorl/legorl/pipelines/rollout"
 	"github.com/legorl/legorl/pipelines/runner"
+	"github.com/legorl/legorl/policy/backend"
 	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/tasks"
 	"github.com/legorl/legorl/trainer"
@@ -70,6 +71,10 @@ type Options struct {
 	// TrainMetrics, when set, receives the updates' Prometheus metrics.
 	// (The rollouts' come from transforms.SetRuntimeMetrics.)
 	TrainMetrics *trainer.Metrics
+	// Backend runs SFT and the updates (the trainer's recompute, gradients
+	// and optimizer). Defaults to the CPU backend. The rollout pipelines'
+	// engines run on the CPU backend.
+	Backend backend.Backend
 }
 
 // Result is what the loop measured.
@@ -237,7 +242,7 @@ func (l *looper) iteration(ctx context.Context, i int) (IterationResult, error) 
 	l.logf("iteration %d: %d rollouts, pass rate %.3f; training", i, rep.Launched, rep.PassRate)
 	start = time.Now()
 	tr, err := trainer.Train(ctx, trainer.Options{Store: l.st, RunID: cfg.Run, Iteration: i, PolicyDir: pol, OutDir: next,
-		Config: cfg.Train, CodeVersion: l.o.CodeVersion, Progress: l.o.OnTrain, Metrics: l.o.TrainMetrics})
+		Config: cfg.Train, CodeVersion: l.o.CodeVersion, Progress: l.o.OnTrain, Metrics: l.o.TrainMetrics, Backend: l.o.Backend})
 	if err != nil {
 		return it, err
 	}

@@ -191,7 +191,7 @@ func (l *looper) prepareSFT(ctx context.Context, from string) (string, error) {
 		return "", err
 	}
 	l.logf("SFT warm start on %s", demos)
-	res, err := trainer.SFT(ctx, trainer.SFTOptions{Demos: demos, PolicyDir: from, OutDir: dir, Config: l.cfg.SFT.SFTConfig,
+	res, err := trainer.SFT(ctx, trainer.SFTOptions{Demos: demos, PolicyDir: from, OutDir: dir, Config: l.cfg.SFT.SFTConfig, Backend: l.o.Backend,
 		CodeVersion: l.o.CodeVersion, Progress: l.o.OnSFT})
 	if err != nil {
 		return "", fmt.Errorf("sft: %w", err)

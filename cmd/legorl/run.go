@@ -33,6 +33,7 @@ func runLoop(ctx context.Context, env *environ, args []string, stdout, stderr io
 	runnerName := fs.String("runner", runner.Prism, "Beam runner: prism (in process) or universal")
 	jobServer := fs.String("endpoint", "", "job server HOST:PORT (--runner universal)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics (rollouts, engine, proxy, sandbox, trainer; docs/METRICS.md) at http://ADDR/metrics while the loop runs; empty: off")
+	compute := addComputeFlags(fs)
 	if err := parseFlags(fs, stderr, args); err != nil {
 		return err
 	}
@@ -77,6 +78,11 @@ func runLoop(ctx context.Context, env *environ, args []string, stdout, stderr io
 			return err
 		}
 	}
+	be, err := compute.open()
+	if err != nil {
+		return err
+	}
+	defer be.Close()
 	so := storage.Options{S3Endpoint: cfg.S3Endpoint, AccessKey: env.AccessKey, SecretKey: env.SecretKey, SessionToken: env.Session, Region: env.Region, CreateBucket: true}
 	st, err := storage.Open(ctx, cfg.Store, so)
 	if err != nil {
@@ -98,7 +104,7 @@ func runLoop(ctx context.Context, env *environ, args []string, stdout, stderr io
 	}
 	trainLine := trainProgress(stderr, cfg.Run, 0, cfg.Store)
 	res, err := loop.Run(ctx, cfg, loop.Options{
-		AgentBinary: *agent, CodeVersion: version, StoreOptions: so, Log: stderr, TrainMetrics: ms.Trainer,
+		AgentBinary: *agent, CodeVersion: version, StoreOptions: so, Log: stderr, TrainMetrics: ms.Trainer, Backend: be,
 		Runner: runner.Options{Runner: *runnerName, Endpoint: *jobServer},
 		OnPipeline: func(c transforms.Config, n int) func() {
 			return progress(ctx, st, c, n, stderr)
