@@ -235,57 +235,34 @@ func lastSlash(s string) int {
 // validateRows decodes a file's rows into the table's row type and
 // validates each; bad names the first invalid row.
 func validateRows(t schemas.Table, data []byte, rolloutID func(string)) (n int64, bad string, err error) {
-	r := bytes.NewReader(data)
 	switch t {
 	case schemas.TableRollouts:
-		rows, err := parquet.Read[schemas.Rollout](r, int64(len(data)))
-		if err != nil {
-			return 0, "", err
-		}
-		for i := range rows {
-			rolloutID(rows[i].RolloutID)
-			if err := rows[i].Validate(); err != nil && bad == "" {
-				bad = fmt.Sprintf("row %d: %v", i, err)
-			}
-		}
-		return int64(len(rows)), bad, nil
+		return checkRows(data, func(r *schemas.Rollout) error { rolloutID(r.RolloutID); return r.Validate() })
 	case schemas.TableSegments:
-		rows, err := parquet.Read[schemas.Segment](r, int64(len(data)))
-		if err != nil {
-			return 0, "", err
-		}
-		for i := range rows {
-			// The vocabulary is the model's, unknown here: ids are checked
-			// against the int32 range; the logprob audit checks the rest.
-			if err := rows[i].Validate(math.MaxInt32); err != nil && bad == "" {
-				bad = fmt.Sprintf("row %d: %v", i, err)
-			}
-		}
-		return int64(len(rows)), bad, nil
+		// The vocabulary is the model's, unknown here: ids are checked
+		// against the int32 range; the logprob audit checks the rest.
+		return checkRows(data, func(r *schemas.Segment) error { return r.Validate(math.MaxInt32) })
 	case schemas.TableSteps:
-		rows, err := parquet.Read[schemas.Step](r, int64(len(data)))
-		if err != nil {
-			return 0, "", err
-		}
-		for i := range rows {
-			if err := rows[i].Validate(); err != nil && bad == "" {
-				bad = fmt.Sprintf("row %d: %v", i, err)
-			}
-		}
-		return int64(len(rows)), bad, nil
+		return checkRows(data, (*schemas.Step).Validate)
 	case schemas.TableTrainSteps:
-		rows, err := parquet.Read[schemas.TrainStep](r, int64(len(data)))
-		if err != nil {
-			return 0, "", err
-		}
-		for i := range rows {
-			if err := rows[i].Validate(); err != nil && bad == "" {
-				bad = fmt.Sprintf("row %d: %v", i, err)
-			}
-		}
-		return int64(len(rows)), bad, nil
+		return checkRows(data, (*schemas.TrainStep).Validate)
 	}
 	return 0, "", fmt.Errorf("unknown table %s", t)
+}
+
+// checkRows decodes data as Parquet rows of R and runs validate on each,
+// all of them (so the caller sees every row); bad names the first invalid.
+func checkRows[R any](data []byte, validate func(*R) error) (n int64, bad string, err error) {
+	rows, err := parquet.Read[R](bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return 0, "", err
+	}
+	for i := range rows {
+		if err := validate(&rows[i]); err != nil && bad == "" {
+			bad = fmt.Sprintf("row %d: %v", i, err)
+		}
+	}
+	return int64(len(rows)), bad, nil
 }
 
 type duplicatesFn struct{}
