@@ -150,6 +150,9 @@ type looper struct {
 	st    storage.Store
 	suite string // the suite's path
 	start string // the starting checkpoint (iteration 0's policy)
+	// instances is the suite, read once by countTasks (a run's suite is
+	// prepared before the first pipeline and never changes).
+	instances []tasks.Instance
 }
 
 func (l *looper) logf(format string, a ...any) {
@@ -357,15 +360,19 @@ func (l *looper) onPipeline(cfg transforms.Config, n int) func() {
 	return l.o.OnPipeline(cfg, n)
 }
 
-// countTasks counts the valid tasks of the splits (for progress).
+// countTasks counts the valid tasks of the splits (for progress; 0 when
+// the suite cannot be read, and the pipeline then says why).
 func (l *looper) countTasks(splits []string) int {
-	s, err := tasks.Load(l.suite)
-	if err != nil {
-		return 0
+	if l.instances == nil {
+		s, err := tasks.Load(l.suite)
+		if err != nil {
+			return 0
+		}
+		l.instances = s.Instances
 	}
 	n := 0
-	for i := range s.Instances {
-		in := &s.Instances[i]
+	for i := range l.instances {
+		in := &l.instances[i]
 		if in.Check() == nil && (in.Split == "" || slices.Contains(splits, in.Split)) {
 			n++
 		}
