@@ -9,9 +9,11 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/legorl/legorl/harness"
+	"github.com/legorl/legorl/harness/scripted"
 	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/tasks"
 	"github.com/legorl/legorl/trainer"
@@ -268,8 +270,8 @@ func (c Config) Validate() error {
 		return bad("init.vocab %d: at least 265", c.Init.Vocab)
 	}
 	if c.SFT != nil {
-		if !slices.Contains([]string{"bash", "tools"}, c.SFT.Harness) {
-			return bad("sft.harness %q: demonstrations exist for bash and tools", c.SFT.Harness)
+		if !slices.Contains(scripted.Formats(), c.SFT.Harness) {
+			return bad("sft.harness %q: demonstrations exist for %s", c.SFT.Harness, strings.Join(scripted.Formats(), ", "))
 		}
 		if err := c.SFT.SFTConfig.Validate(); err != nil {
 			return err

@@ -192,7 +192,7 @@ func TestRunConfigErrors(t *testing.T) {
 		{"no tasks", `{"run": "x", "harness": "bash", "init": {"model": {}}}`, "builtin.n"},
 		{"no policy", `{"run": "x", "harness": "bash", "builtin": {"n": 4}}`, "init.model"},
 		{"bad run id", `{"run": "a/b", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}}`, "run"},
-		{"sft pi", `{"run": "x", "harness": "pi", "builtin": {"n": 4}, "init": {"model": {}}, "sft": {}}`, "sft.harness"},
+		{"sft codex", `{"run": "x", "harness": "codex", "builtin": {"n": 4}, "init": {"model": {}}, "sft": {}}`, `sft.harness "codex": demonstrations exist for bash, tools, pi`},
 		{"bad duration", `{"run": "x", "harness": "bash", "rollout": {"agent_timeout": "soon"}}`, "duration"},
 		{"negative eval", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "eval": {"every": -1}}`, "eval.every"},
 	} {

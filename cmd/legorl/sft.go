@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/legorl/legorl/harness/scripted"
@@ -64,15 +65,17 @@ func runSFT(ctx context.Context, env *environ, args []string, stdout, stderr io.
 }
 
 // runSFTDemos is `legorl sft demos`: one demonstration per training
-// instance of the suite, in the named agent's format. Held-out instances
-// and held-out families are skipped (counted); the file is written
-// atomically.
+// instance of the suite, in the named agent's format (bash, tools, or
+// pi's, which runs the installed pi program: --harness-cache). Held-out
+// instances and held-out families are skipped (counted); the file is
+// written atomically.
 func runSFTDemos(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("sft demos", stderr)
 	suite := fs.String("tasks", "", "suite file or folder (legorl tasks generate writes one) (required)")
-	harness := fs.String("harness", "", "agent format: "+strings.Join(scripted.Formats(), " or ")+" (required)")
+	harness := fs.String("harness", "", "agent format: "+strings.Join(scripted.Formats(), ", ")+" (required)")
 	out := fs.String("out", "", "demonstrations file to write (required)")
 	limit := fs.Int("n", 0, "at most this many demonstrations (0: every training instance)")
+	cache := fs.String("harness-cache", "", "where npm harnesses (pi) are installed, or are installed with npm: tools/harnesses after make test-harnesses (default $TMPDIR/legorl-harness, where rollouts install them)")
 	verify := fs.String("grade", "", "grade every demonstration's diff in this sandbox backend ("+strings.Join(backendNames(), ", ")+") and fail unless it passes the hidden tests (empty: no grading)")
 	if err := parseFlags(fs, stderr, args); err != nil {
 		return err
@@ -80,8 +83,8 @@ func runSFTDemos(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *suite == "" || *harness == "" || *out == "" {
 		return fmt.Errorf("--tasks, --harness and --out are required (see legorl sft demos -h)")
 	}
-	if *harness != "bash" && *harness != "tools" {
-		return fmt.Errorf("--harness %q: want bash or tools (pi's format is not produced yet)", *harness)
+	if !slices.Contains(scripted.Formats(), *harness) {
+		return fmt.Errorf("--harness %q: want %s", *harness, strings.Join(scripted.Formats(), ", "))
 	}
 	s, err := tasks.Load(*suite)
 	if err != nil {
@@ -110,7 +113,7 @@ func runSFTDemos(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			skipped++
 			continue
 		}
-		d, err := scripted.Solve(ctx, s.Dir, in, *harness, scripted.Options{})
+		d, err := scripted.Solve(ctx, s.Dir, in, *harness, scripted.Options{HarnessCache: *cache})
 		if err != nil {
 			return err
 		}

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/legorl/legorl/harness/scripted"
 	"github.com/legorl/legorl/trainer"
+	"github.com/legorl/legorl/transforms/rollout"
 )
 
 // TestSFT runs `legorl sft demos` for both agents on a generated suite and
@@ -66,8 +68,45 @@ func TestSFT(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "x")); err == nil {
 		t.Error("a checkpoint was written from bad demos")
 	}
-	code, _, stderr = runCLI(t, testEnv(nil), "sft", "demos", "--tasks", suite, "--harness", "pi", "--out", filepath.Join(dir, "pi.jsonl"))
-	if code != 2 || !strings.Contains(stderr, "want bash or tools") {
-		t.Errorf("pi: exit %d: %q", code, stderr)
+	code, _, stderr = runCLI(t, testEnv(nil), "sft", "demos", "--tasks", suite, "--harness", "codex", "--out", filepath.Join(dir, "codex.jsonl"))
+	if code != 2 || !strings.Contains(stderr, "want bash, tools, pi") {
+		t.Errorf("codex: exit %d: %q", code, stderr)
+	}
+}
+
+// TestSFTDemosPi: `legorl sft demos --harness pi` runs the installed pi
+// program (--harness-cache); without it, and no npm to install it, it
+// fails on one line naming the cache and make test-harnesses, writing
+// nothing. With LEGORL_HARNESSES=1 and pi in $LEGORL_HARNESS_CACHE (as
+// make test-harnesses leaves tools/harnesses) it writes graded
+// demonstrations.
+func TestSFTDemosPi(t *testing.T) {
+	if scripted.ProgramDir != rollout.ProgramDir || scripted.DefaultWorkdir != rollout.WorkspaceDir {
+		t.Errorf("the demonstrations name %s and %s, rollouts show %s and %s", scripted.ProgramDir, scripted.DefaultWorkdir, rollout.ProgramDir, rollout.WorkspaceDir)
+	}
+	dir := t.TempDir()
+	suite := filepath.Join(dir, "suite")
+	if code, stdout, stderr := runCLI(t, testEnv(nil), "tasks", "generate", "--n", "6", "--seed", "3", "--out", suite); code != 0 {
+		t.Fatalf("generate: %s %s", stdout, stderr)
+	}
+	out := filepath.Join(dir, "pi.jsonl")
+	if cache := os.Getenv("LEGORL_HARNESS_CACHE"); os.Getenv("LEGORL_HARNESSES") != "" && cache != "" {
+		code, stdout, stderr := runCLI(t, testEnv(nil), "sft", "demos", "--tasks", suite, "--harness", "pi", "--harness-cache", cache, "--out", out, "--n", "2", "--grade", "local")
+		if code != 0 || !strings.Contains(stdout, "2 pi demonstrations") || strings.Count(stderr, "graded reward 1") != 2 {
+			t.Fatalf("sft demos pi: exit %d: %s %s", code, stdout, stderr)
+		}
+		if _, _, err := trainer.ReadDemos(out); err != nil {
+			t.Error(err)
+		}
+		return
+	}
+	cache := filepath.Join(dir, "cache")
+	t.Setenv("PATH", t.TempDir()) // no npm
+	code, _, stderr := runCLI(t, testEnv(nil), "sft", "demos", "--tasks", suite, "--harness", "pi", "--harness-cache", cache, "--out", out)
+	if code != 2 || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, cache) || !strings.Contains(stderr, "make test-harnesses") {
+		t.Errorf("pi not installed: exit %d: %q", code, stderr)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("a demonstrations file was written")
 	}
 }

@@ -8,11 +8,15 @@
 // replies. Demonstrations are the input of SFT (trainer.SFT), so a tiny
 // model starts with a non-zero solve rate.
 //
+// pi's format comes the same way from the real pi program (harness.Pi, an
+// npm package run by Node.js, fully offline): Solve installs it (or finds
+// it installed, as `make test-harnesses` leaves tools/harnesses), launches
+// it as a rollout does with its base URL on the scripted server, which
+// answers pi's streamed requests, and records pi's own system prompt,
+// tools and messages (see runPi).
+//
 // Held-out instances and held-out families are refused (ErrHeldout): they
 // are never used for SFT or RL.
-//
-// pi's format is not produced here: pi is an npm harness whose prompt
-// cannot be reproduced offline; it is left for the npm-harness work.
 package scripted
 
 import (
@@ -25,6 +29,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -44,6 +49,9 @@ var (
 	ErrUnsupported = errors.New("scripted: unsupported")
 	// ErrFailed: the agent did not end as scripted.
 	ErrFailed = errors.New("scripted: the scripted run failed")
+	// ErrNotInstalled: an npm harness's program (pi) or Node.js is
+	// missing and could not be installed.
+	ErrNotInstalled = errors.New("scripted: harness program not installed")
 )
 
 // DefaultWorkdir is where rollouts show the task's repository to the agent
@@ -52,12 +60,18 @@ var (
 // rollout sends.
 const DefaultWorkdir = "/workspace"
 
+// ProgramDir is where rollouts show an npm harness's installed program
+// (transforms/rollout.ProgramDir); pi's system prompt names its own
+// documentation there, so demonstrations name it in place of the host's
+// install folder.
+const ProgramDir = "/legorl/program"
+
 // Demo is one demonstration: a conversation in the layout of
 // policy/chat.Message and chat.Tool (the JSON field names are the same), one
 // JSON object per line of a demonstrations file.
 type Demo struct {
 	InstanceID string    `json:"instance_id"`
-	Agent      string    `json:"agent"` // "bash" or "tools"
+	Agent      string    `json:"agent"` // "bash", "tools" or "pi"
 	Messages   []Message `json:"messages"`
 	Tools      []Tool    `json:"tools,omitempty"`
 	// Diff is the change the run left in the repository, taken as a
@@ -72,6 +86,7 @@ type Message struct {
 	ReasoningContent string     `json:"reasoning_content,omitempty"`
 	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID       string     `json:"tool_call_id,omitempty"`
+	Name             string     `json:"name,omitempty"` // a tool message's tool, when the agent sends it
 }
 
 // ToolCall is one function call, in chat.ToolCall's JSON layout.
@@ -93,10 +108,18 @@ type Options struct {
 	// Workdir is the repository path the demonstration names. Defaults to
 	// DefaultWorkdir.
 	Workdir string
+	// HarnessCache is where npm harnesses (pi) are installed, or found
+	// installed: a folder where `make test-harnesses` installed the
+	// pinned set (tools/harnesses) is used as it is; otherwise pi is
+	// installed there with npm, as rollouts do (harness.Pi.Install).
+	// Defaults to $TMPDIR/legorl-harness, the rollouts' default
+	// (transforms/rollout.Config.CacheDir).
+	HarnessCache string
 }
 
-// Formats lists the agents Solve writes demonstrations for.
-func Formats() []string { return []string{"bash", "tools"} }
+// Formats lists the agents Solve writes demonstrations for: the built-in
+// agents and pi.
+func Formats() []string { return []string{"bash", "tools", "pi"} }
 
 // CheckTrain returns ErrHeldout (wrapped, naming the task) unless the
 // instance is in the train split: its own split and the built-in split of
@@ -113,10 +136,11 @@ func CheckTrain(in *tasks.Instance) error {
 	return nil
 }
 
-// Solve runs the named agent ("bash" or "tools") on in with scripted
-// replies and returns the demonstration. suiteDir resolves the instance's
-// snapshot. The repository is prepared in a temporary folder, removed at
-// the end.
+// Solve runs the named agent ("bash", "tools" or "pi") on in with
+// scripted replies and returns the demonstration. suiteDir resolves the
+// instance's snapshot. The repository is prepared in a temporary folder,
+// removed at the end. pi needs Node.js and its npm package
+// (Options.HarnessCache).
 func Solve(ctx context.Context, suiteDir string, in *tasks.Instance, agentName string, opt Options) (*Demo, error) {
 	if err := CheckTrain(in); err != nil {
 		return nil, err
@@ -124,65 +148,110 @@ func Solve(ctx context.Context, suiteDir string, in *tasks.Instance, agentName s
 	if opt.Workdir == "" {
 		opt.Workdir = DefaultWorkdir
 	}
-	if agentName != "bash" && agentName != "tools" {
-		return nil, fmt.Errorf("%w: agent %q (want bash or tools)", ErrUnsupported, agentName)
+	if opt.HarnessCache == "" {
+		opt.HarnessCache = filepath.Join(os.TempDir(), "legorl-harness")
+	}
+	if !slices.Contains(Formats(), agentName) {
+		return nil, fmt.Errorf("%w: agent %q (want %s)", ErrUnsupported, agentName, strings.Join(Formats(), ", "))
+	}
+	prog := ""
+	if agentName == "pi" { // first: a missing program fails fast
+		var err error
+		if prog, err = installPi(ctx, opt.HarnessCache); err != nil {
+			return nil, err
+		}
 	}
 	tmp, err := os.MkdirTemp("", "legorl-scripted-*")
 	if err != nil {
 		return nil, fmt.Errorf("scripted: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	snap := in.SnapshotDir(suiteDir)
-	ws, fixed := filepath.Join(tmp, "repo"), filepath.Join(tmp, "fixed")
-	for _, d := range []string{ws, fixed} {
-		if err := tasks.PrepareWorkspace(ctx, snap, in.BaseCommit, d); err != nil {
-			return nil, fmt.Errorf("scripted: %s: %w", in.InstanceID, err)
-		}
+	if tmp, err = filepath.EvalSymlinks(tmp); err != nil { // the path the agent sees as its working directory
+		return nil, fmt.Errorf("scripted: %w", err)
 	}
-	if _, err := tasks.Git(ctx, fixed, strings.NewReader(in.Patch), "apply", "-"); err != nil {
-		return nil, fmt.Errorf("scripted: %s: gold patch: %w", in.InstanceID, err)
-	}
-	edits, err := goldEdits(in.Patch, ws, fixed)
+	ws, edits, pristine, err := prepare(ctx, suiteDir, in, tmp)
 	if err != nil {
 		return nil, fmt.Errorf("scripted: %s: %w", in.InstanceID, err)
 	}
 	var replies []reply
-	if agentName == "bash" {
+	switch agentName {
+	case "bash":
 		replies = bashScript(edits, in.Patch)
-	} else {
+	case "tools":
 		replies = toolsScript(edits)
-	}
-	pristine, err := tasks.ReadTree(ctx, snap, in.BaseCommit)
-	if err != nil {
-		return nil, fmt.Errorf("scripted: %s: %w", in.InstanceID, err)
+	default:
+		replies = piScript(edits)
 	}
 
 	srv := &server{replies: replies}
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
-	res, err := agent.Run(ctx, agentName, agent.Config{BaseURL: hs.URL + "/v1", Task: in.ProblemStatement, Workdir: ws,
-		MaxTurns: len(replies), MaxIdleTurns: 1})
-	if err != nil {
-		return nil, fmt.Errorf("scripted: %s: %w", in.InstanceID, err)
-	}
-	if res.Stop != agent.StopSubmitted || res.ParseFailures > 0 {
-		return nil, fmt.Errorf("%w: %s: agent %s stopped with %q (%d parse failures) %s", ErrFailed, in.InstanceID, agentName, res.Stop, res.ParseFailures, res.Error)
-	}
-	for _, s := range res.Steps {
-		if s.ExitCode != 0 {
-			return nil, fmt.Errorf("%w: %s: %s step of turn %d exited %d", ErrFailed, in.InstanceID, s.Tool, s.Turn, s.ExitCode)
+	renames := []string{ws, opt.Workdir}
+	if agentName == "pi" {
+		if err := runPi(ctx, prog, hs.URL+"/v1", in.ProblemStatement, ws, tmp, replies); err != nil {
+			return nil, fmt.Errorf("%w (task %s)", err, in.InstanceID)
 		}
+		renames = append(renames, prog, ProgramDir)
+	} else if err := runAgent(ctx, agentName, hs.URL+"/v1", in.ProblemStatement, ws, len(replies)); err != nil {
+		return nil, fmt.Errorf("%w (task %s)", err, in.InstanceID)
+	}
+	if n := srv.calls(); n != len(replies) {
+		return nil, fmt.Errorf("%w: %s: agent %s made %d model calls, the script has %d", ErrFailed, in.InstanceID, agentName, n, len(replies))
 	}
 	diff, err := grade.TakeDiff(pristine, ws, grade.DiffLimits{})
 	if err != nil {
 		return nil, fmt.Errorf("scripted: %s: %w", in.InstanceID, err)
 	}
-	d, err := srv.demo(ws, opt.Workdir)
+	d, err := srv.demo(strings.NewReplacer(renames...))
 	if err != nil {
 		return nil, fmt.Errorf("scripted: %s: %w", in.InstanceID, err)
 	}
 	d.InstanceID, d.Agent, d.Diff = in.InstanceID, agentName, diff
 	return d, nil
+}
+
+// prepare checks the task's repository out in tmp/repo (where the agent
+// works) and tmp/fixed (with the gold patch applied), and returns the
+// former, the gold patch's edits and the pristine tree the diff is taken
+// against.
+func prepare(ctx context.Context, suiteDir string, in *tasks.Instance, tmp string) (string, []edit, tasks.Tree, error) {
+	snap := in.SnapshotDir(suiteDir)
+	ws, fixed := filepath.Join(tmp, "repo"), filepath.Join(tmp, "fixed")
+	for _, d := range []string{ws, fixed} {
+		if err := tasks.PrepareWorkspace(ctx, snap, in.BaseCommit, d); err != nil {
+			return "", nil, nil, err
+		}
+	}
+	if _, err := tasks.Git(ctx, fixed, strings.NewReader(in.Patch), "apply", "-"); err != nil {
+		return "", nil, nil, fmt.Errorf("gold patch: %w", err)
+	}
+	edits, err := goldEdits(in.Patch, ws, fixed)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	pristine, err := tasks.ReadTree(ctx, snap, in.BaseCommit)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return ws, edits, pristine, nil
+}
+
+// runAgent runs a built-in agent in ws against baseURL for turns turns and
+// checks that it submitted with every step succeeding.
+func runAgent(ctx context.Context, agentName, baseURL, task, ws string, turns int) error {
+	res, err := agent.Run(ctx, agentName, agent.Config{BaseURL: baseURL, Task: task, Workdir: ws, MaxTurns: turns, MaxIdleTurns: 1})
+	if err != nil {
+		return fmt.Errorf("scripted: %w", err)
+	}
+	if res.Stop != agent.StopSubmitted || res.ParseFailures > 0 {
+		return fmt.Errorf("%w: agent %s stopped with %q (%d parse failures) %s", ErrFailed, agentName, res.Stop, res.ParseFailures, res.Error)
+	}
+	for _, s := range res.Steps {
+		if s.ExitCode != 0 {
+			return fmt.Errorf("%w: %s step of turn %d exited %d", ErrFailed, s.Tool, s.Turn, s.ExitCode)
+		}
+	}
+	return nil
 }
 
 // edit replaces Old by New (each a run of whole lines, Old unique in the
@@ -337,7 +406,8 @@ func jsonString(s string) string {
 }
 
 // server is the scripted model: it answers the n-th chat call with the
-// n-th reply and keeps the last request.
+// n-th reply, as one JSON body or, when the request asks for a stream (pi
+// does), as Chat Completions chunks; it keeps the last request.
 type server struct {
 	mu      sync.Mutex
 	replies []reply
@@ -351,6 +421,13 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error": {"message": "bad request"}}`, http.StatusBadRequest)
 		return
 	}
+	var req struct {
+		Stream bool `json:"stream"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		http.Error(w, `{"error": {"message": "the body is not JSON"}}`, http.StatusBadRequest)
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.n >= len(s.replies) {
@@ -360,25 +437,66 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rp := s.replies[s.n]
 	s.n++
 	s.last = body
+	id := fmt.Sprintf("call_%d", s.n)
+	if req.Stream {
+		writeStream(w, rp, id)
+		return
+	}
 	msg := map[string]any{"role": "assistant", "content": rp.Content}
 	if rp.Tool != "" {
-		msg["tool_calls"] = []any{map[string]any{"id": fmt.Sprintf("call_%d", s.n), "type": "function",
+		msg["tool_calls"] = []any{map[string]any{"id": id, "type": "function",
 			"function": map[string]any{"name": rp.Tool, "arguments": rp.Args}}}
 	}
-	finish := "stop"
-	if rp.Tool != "" {
-		finish = "tool_calls"
-	}
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}}})
+	json.NewEncoder(w).Encode(map[string]any{"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": rp.finish()}}})
 }
 
-// wire is the Chat Completions request the agents send.
+// finish is the reply's finish_reason.
+func (rp reply) finish() string {
+	if rp.Tool != "" {
+		return "tool_calls"
+	}
+	return "stop"
+}
+
+// writeStream sends rp as Chat Completions stream chunks, in the order the
+// proxy sends them (proxy's chatStream): the role, the text, the tool call
+// whole with its index, the finish reason, then [DONE].
+func writeStream(w http.ResponseWriter, rp reply, id string) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	chunk := func(delta map[string]any, finish any) {
+		b, _ := json.Marshal(map[string]any{"id": "chatcmpl-" + id, "object": "chat.completion.chunk", "model": "legorl",
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}) // maps of strings always encode
+		fmt.Fprintf(w, "data: %s\n\n", b)
+	}
+	chunk(map[string]any{"role": "assistant", "content": ""}, nil)
+	if rp.Content != "" {
+		chunk(map[string]any{"content": rp.Content}, nil)
+	}
+	if rp.Tool != "" {
+		chunk(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "id": id, "type": "function",
+			"function": map[string]any{"name": rp.Tool, "arguments": rp.Args}}}}, nil)
+	}
+	chunk(map[string]any{}, rp.finish())
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+// calls is the number of chat calls answered.
+func (s *server) calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+// wire is the Chat Completions request the agents send. Content is a
+// string, null, or an array of text parts (pi sends its user message so).
 type wire struct {
 	Messages []struct {
-		Role             string `json:"role"`
-		Content          string `json:"content"`
-		ReasoningContent string `json:"reasoning_content"`
+		Role             string          `json:"role"`
+		Content          json.RawMessage `json:"content"`
+		ReasoningContent *string         `json:"reasoning_content"`
+		Reasoning        *string         `json:"reasoning"`
 		ToolCalls        []struct {
 			ID       string `json:"id"`
 			Function struct {
@@ -387,27 +505,50 @@ type wire struct {
 			} `json:"function"`
 		} `json:"tool_calls"`
 		ToolCallID string `json:"tool_call_id"`
+		Name       string `json:"name"`
 	} `json:"messages"`
 	Tools []struct {
 		Function Tool `json:"function"`
 	} `json:"tools"`
 }
 
-// demo is the last request's conversation plus the last reply (the
-// submit), with the run's folder renamed to workdir.
-func (s *server) demo(ran, workdir string) (*Demo, error) {
+// demo is the last request's conversation plus the last reply, decoded as
+// the proxy decodes Chat Completions (proxy's chatMessage: developer is
+// system, content parts joined by newlines, reasoning_content or
+// reasoning, empty arguments none) with rename applied to the text (the
+// run's folders become the rollout's).
+func (s *server) demo(rename *strings.Replacer) (*Demo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var req wire
 	if err := json.Unmarshal(s.last, &req); err != nil {
 		return nil, fmt.Errorf("scripted: the agent's request: %w", err)
 	}
-	rename := strings.NewReplacer(ran, workdir)
 	d := &Demo{}
-	for _, m := range req.Messages {
-		o := Message{Role: m.Role, Content: rename.Replace(m.Content), ReasoningContent: m.ReasoningContent, ToolCallID: m.ToolCallID}
+	for i, m := range req.Messages {
+		content, err := wireContent(m.Content)
+		if err != nil {
+			return nil, fmt.Errorf("scripted: the agent's request: message %d: %w", i, err)
+		}
+		o := Message{Role: m.Role, Content: rename.Replace(content), ToolCallID: m.ToolCallID}
+		switch m.Role {
+		case "developer":
+			o.Role = "system"
+		case "tool":
+			o.Name = m.Name
+		case "assistant":
+			if m.ReasoningContent != nil {
+				o.ReasoningContent = *m.ReasoningContent
+			} else if m.Reasoning != nil {
+				o.ReasoningContent = *m.Reasoning
+			}
+		}
 		for _, tc := range m.ToolCalls {
-			o.ToolCalls = append(o.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: json.RawMessage(rename.Replace(tc.Function.Arguments))})
+			c := ToolCall{ID: tc.ID, Name: tc.Function.Name}
+			if strings.TrimSpace(tc.Function.Arguments) != "" {
+				c.Arguments = json.RawMessage(rename.Replace(tc.Function.Arguments))
+			}
+			o.ToolCalls = append(o.ToolCalls, c)
 		}
 		d.Messages = append(d.Messages, o)
 	}
@@ -421,6 +562,36 @@ func (s *server) demo(ran, workdir string) (*Demo, error) {
 	}
 	d.Messages = append(d.Messages, m)
 	return d, nil
+}
+
+// wireContent flattens a message's content: a string, null, or an array
+// of text parts, joined by newlines.
+func wireContent(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 {
+		return "", nil
+	}
+	var s *string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		if s == nil {
+			return "", nil
+		}
+		return *s, nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", fmt.Errorf("content is neither a string nor text parts: %w", err)
+	}
+	texts := make([]string, 0, len(parts))
+	for _, p := range parts {
+		if p.Type != "text" {
+			return "", fmt.Errorf("content part of type %q (text only)", p.Type)
+		}
+		texts = append(texts, p.Text)
+	}
+	return strings.Join(texts, "\n"), nil
 }
 
 // WriteJSONL writes demonstrations, one per line.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/legorl/legorl/harness/scripted"
+	"github.com/legorl/legorl/policy/chat"
 	"github.com/legorl/legorl/sandbox/grade"
 	"github.com/legorl/legorl/sandbox/local"
 	"github.com/legorl/legorl/tasks"
@@ -57,9 +58,13 @@ func TestRefusesHeldout(t *testing.T) {
 	}
 }
 
+// builtinFormats are the formats of the built-in agents, which need no
+// installed program (pi's: pi_test.go).
+var builtinFormats = []string{"bash", "tools"}
+
 // TestDemosGrade: for a few training instances of each language, both
-// agents' demonstrations leave a diff that passes the hidden tests, and
-// their conversations have the agents' shape.
+// built-in agents' demonstrations leave a diff that passes the hidden
+// tests, and their conversations have the agents' shape.
 func TestDemosGrade(t *testing.T) {
 	if testing.Short() {
 		t.Skip("grades in a sandbox")
@@ -74,7 +79,7 @@ func TestDemosGrade(t *testing.T) {
 			continue
 		}
 		langs[in.Language]++
-		for _, a := range scripted.Formats() {
+		for _, a := range builtinFormats {
 			d, err := scripted.Solve(ctx, dir, in, a, scripted.Options{})
 			if err != nil {
 				t.Fatalf("%s %s: %v", in.InstanceID, a, err)
@@ -84,7 +89,7 @@ func TestDemosGrade(t *testing.T) {
 				t.Fatal(err)
 			}
 			if gr.Reward != 1 {
-				t.Errorf("%s %s (%s): reward %v %s %v; diff:\n%s", in.InstanceID, a, in.Family, gr.Reward, gr.Outcome, gr.F2PFailed, d.Diff)
+				t.Errorf("%s %s (%s): reward %v %s, F2P failed %v, P2P failed %v, flags %v, detail %q; diff:\n%s", in.InstanceID, a, in.Family, gr.Reward, gr.Outcome, gr.F2PFailed, gr.P2PFailed, gr.Flags, gr.Detail, d.Diff)
 			}
 			checkShape(t, d)
 		}
@@ -94,6 +99,9 @@ func TestDemosGrade(t *testing.T) {
 	}
 }
 
+// checkShape checks a demonstration's line and conversation: one line
+// naming no temporary folder, rendered by the chat template SFT uses, tool
+// results answering the calls before them, and the agent's own shape.
 func checkShape(t *testing.T, d *scripted.Demo) {
 	t.Helper()
 	var b bytes.Buffer
@@ -103,12 +111,25 @@ func checkShape(t *testing.T, d *scripted.Demo) {
 	if strings.Count(b.String(), "\n") != 1 || strings.Contains(b.String(), "legorl-scripted-") {
 		t.Errorf("%s: the line names the temporary folder or is not one line", d.InstanceID)
 	}
+	checkRenders(t, b.Bytes())
 	ms := d.Messages
 	if len(ms) < 5 || ms[0].Role != "system" || ms[1].Role != "user" || ms[len(ms)-1].Role != "assistant" {
 		t.Fatalf("%s %s: roles %v", d.InstanceID, d.Agent, ms)
 	}
 	if !strings.Contains(ms[0].Content, scripted.DefaultWorkdir) {
 		t.Errorf("system prompt does not name %s", scripted.DefaultWorkdir)
+	}
+	calls := map[string]bool{}
+	for i, m := range ms {
+		for _, tc := range m.ToolCalls {
+			calls[tc.ID] = true
+			if !json.Valid(tc.Arguments) {
+				t.Errorf("message %d: arguments %q", i, tc.Arguments)
+			}
+		}
+		if m.Role == "tool" && !calls[m.ToolCallID] {
+			t.Errorf("message %d answers call %q, which was not made", i, m.ToolCallID)
+		}
 	}
 	last := ms[len(ms)-1]
 	switch d.Agent {
@@ -120,12 +141,25 @@ func checkShape(t *testing.T, d *scripted.Demo) {
 		if len(d.Tools) != 5 || len(last.ToolCalls) != 1 || last.ToolCalls[0].Name != "submit" {
 			t.Errorf("tools demo: %d tools, last %+v", len(d.Tools), last)
 		}
-		for _, m := range ms {
-			for _, tc := range m.ToolCalls {
-				if !json.Valid(tc.Arguments) {
-					t.Errorf("arguments %q", tc.Arguments)
-				}
-			}
-		}
+	case "pi":
+		checkPiShape(t, d)
+	default:
+		t.Errorf("agent %q", d.Agent)
+	}
+}
+
+// checkRenders decodes a demonstrations line as trainer.ReadDemos does
+// (policy/chat types) and renders it with the template SFT renders with.
+func checkRenders(t *testing.T, line []byte) {
+	t.Helper()
+	var d struct {
+		Messages []chat.Message `json:"messages"`
+		Tools    []chat.Tool    `json:"tools"`
+	}
+	if err := json.Unmarshal(line, &d); err != nil {
+		t.Fatalf("the line does not decode into chat messages: %v", err)
+	}
+	if _, err := (chat.Qwen3{}).Render(d.Messages, d.Tools, chat.Options{}); err != nil {
+		t.Errorf("Qwen3 does not render the demonstration: %v", err)
 	}
 }

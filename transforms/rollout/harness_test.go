@@ -4,43 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/legorl/legorl/harness"
+	"github.com/legorl/legorl/harness/harnesstest"
 	"github.com/legorl/legorl/policy/chat"
 	"github.com/legorl/legorl/policy/engine"
 	"github.com/legorl/legorl/policy/model"
 	"github.com/legorl/legorl/proxy"
 	"github.com/legorl/legorl/schemas"
 )
-
-// The npm harnesses (pi, Codex, ...) run only under `make test-harnesses`,
-// which installs their pinned packages into tools/harnesses and sets
-// LEGORL_HARNESSES=1. With it set, a harness that cannot be installed or
-// run fails the test; without it they are skipped.
-const harnessGate = "LEGORL_HARNESSES"
-
-// harnessCache is where the harness tests install (or find) the programs:
-// $LEGORL_HARNESS_CACHE, else tools/harnesses.
-func harnessCache(t *testing.T) string {
-	t.Helper()
-	if os.Getenv(harnessGate) == "" {
-		t.Skipf("set %s=1 (make test-harnesses) to run the npm harnesses", harnessGate)
-	}
-	dir := os.Getenv("LEGORL_HARNESS_CACHE")
-	if dir == "" {
-		dir = "../../tools/harnesses"
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return abs
-}
 
 // piTools are pi's tools, as the proxy parses calls against them.
 var piTools = []chat.Tool{{Name: "read"}, {Name: "bash"}, {Name: "edit"}, {Name: "write"}}
@@ -75,7 +50,7 @@ func qwenCall(t *testing.T, name string, args map[string]any) string {
 // sandbox, through the proxy on its wire API: the whole path from the
 // unmodified program to the grader.
 func TestHarnessScripted(t *testing.T) {
-	cache := harnessCache(t)
+	cache := harnesstest.Cache(t)
 	setup(t)
 	file, old, new := fix(t, fx.inst.Patch)
 	apply := "git apply <<'EOF'\n" + fx.inst.Patch + "EOF\n"
@@ -158,7 +133,7 @@ func (s *sideScripted) Generate(ctx context.Context, req engine.Request, emit fu
 // the rollout still ends with a typed termination, and the segments of
 // the Chat Completions harnesses match what the harness received.
 func TestHarnessRandom(t *testing.T) {
-	cache := harnessCache(t)
+	cache := harnesstest.Cache(t)
 	setup(t)
 	eng := longRandomPolicy(t)
 	for _, tt := range []struct {

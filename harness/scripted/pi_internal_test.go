@@ -1,0 +1,254 @@
+package scripted
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestPiScript: one read, one edit per file with pi's argument names, and
+// a closing turn without a call.
+func TestPiScript(t *testing.T) {
+	tests := []struct {
+		name  string
+		edits []edit
+	}{
+		{"one file", []edit{{Path: "a.py", Old: "    x -= 1", New: "    x += 1", Line: 3}}},
+		{"two files", []edit{{Path: "a.go", Old: "\treturn a - b", New: "\treturn a + b", Line: 9},
+			{Path: "b/c.go", Old: "if n < 0 {\n\treturn \"<&>\"", New: "if n <= 0 {\n\treturn \"<&>\"", Line: 2}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rs := piScript(tt.edits)
+			if len(rs) != len(tt.edits)+2 || rs[0].Tool != "read" || rs[len(rs)-1].Tool != "" || rs[len(rs)-1].Content == "" {
+				t.Fatalf("replies %+v", rs)
+			}
+			if rs[0].Args != `{"path": "`+tt.edits[0].Path+`"}` {
+				t.Errorf("read arguments %s", rs[0].Args)
+			}
+			for i, e := range tt.edits {
+				r := rs[i+1]
+				var args struct {
+					Path  string                              `json:"path"`
+					Edits []struct{ OldText, NewText string } `json:"edits"`
+				}
+				if err := json.Unmarshal([]byte(r.Args), &args); err != nil {
+					t.Fatalf("edit arguments %s: %v", r.Args, err)
+				}
+				if r.Tool != "edit" || args.Path != e.Path || len(args.Edits) != 1 || args.Edits[0].OldText != e.Old || args.Edits[0].NewText != e.New {
+					t.Errorf("edit %d: %s %s", i, r.Tool, r.Args)
+				}
+				if !strings.HasPrefix(r.Args, `{"path": `) || !strings.Contains(r.Args, `"oldText": `) {
+					t.Errorf("edit %d: arguments not in the schema's order: %s", i, r.Args)
+				}
+			}
+		})
+	}
+}
+
+// TestWireContent: content as the proxy reads it.
+func TestWireContent(t *testing.T) {
+	tests := []struct {
+		name, raw, want string
+		err             bool
+	}{
+		{"string", `"hi"`, "hi", false},
+		{"null", `null`, "", false},
+		{"absent", ``, "", false},
+		{"parts", `[{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]`, "a\nb", false},
+		{"image", `[{"type": "image_url", "image_url": {"url": "data:"}}]`, "", true},
+		{"number", `3`, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := wireContent(json.RawMessage(tt.raw))
+			if (err != nil) != tt.err || got != tt.want {
+				t.Errorf("wireContent(%s) = %q, %v", tt.raw, got, err)
+			}
+		})
+	}
+}
+
+// TestServerStream: a streamed request is answered with chunks that add
+// up to the reply (text, one whole tool call with its index, the finish
+// reason) and end with [DONE]; a plain one with one body.
+func TestServerStream(t *testing.T) {
+	tests := []struct {
+		name   string
+		rp     reply
+		finish string
+	}{
+		{"call", reply{Content: "Reading.", Tool: "read", Args: `{"path": "a.py"}`}, "tool_calls"},
+		{"text", reply{Content: "Done <&>."}, "stop"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &server{replies: []reply{tt.rp, tt.rp}}
+			w := httptest.NewRecorder()
+			s.ServeHTTP(w, httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(`{"stream": true, "messages": []}`)))
+			if ct := w.Header().Get("Content-Type"); ct != "text/event-stream" {
+				t.Errorf("content type %q", ct)
+			}
+			var content, name, args, finish string
+			var events []string
+			sc := bufio.NewScanner(w.Body)
+			for sc.Scan() {
+				data, ok := strings.CutPrefix(sc.Text(), "data: ")
+				if !ok {
+					continue
+				}
+				events = append(events, data)
+				if data == "[DONE]" {
+					continue
+				}
+				var c struct {
+					Choices []struct {
+						Delta struct {
+							Content   string `json:"content"`
+							ToolCalls []struct {
+								Index    *int   `json:"index"`
+								ID       string `json:"id"`
+								Function struct{ Name, Arguments string }
+							} `json:"tool_calls"`
+						} `json:"delta"`
+						FinishReason *string `json:"finish_reason"`
+					} `json:"choices"`
+				}
+				if err := json.Unmarshal([]byte(data), &c); err != nil || len(c.Choices) != 1 {
+					t.Fatalf("chunk %s: %v", data, err)
+				}
+				ch := c.Choices[0]
+				content += ch.Delta.Content
+				for _, tc := range ch.Delta.ToolCalls {
+					if tc.Index == nil || *tc.Index != 0 || tc.ID != "call_1" {
+						t.Errorf("tool call delta %+v", tc)
+					}
+					name, args = name+tc.Function.Name, args+tc.Function.Arguments
+				}
+				if ch.FinishReason != nil {
+					finish = *ch.FinishReason
+				}
+			}
+			if content != tt.rp.Content || name != tt.rp.Tool || args != tt.rp.Args || finish != tt.finish || events[len(events)-1] != "[DONE]" {
+				t.Errorf("stream adds up to %q %q %q %q, events %q", content, name, args, finish, events)
+			}
+
+			w = httptest.NewRecorder()
+			s.ServeHTTP(w, httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(`{"messages": []}`)))
+			var body struct {
+				Choices []struct {
+					Message struct {
+						Content string `json:"content"`
+					} `json:"message"`
+					FinishReason string `json:"finish_reason"`
+				} `json:"choices"`
+			}
+			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || len(body.Choices) != 1 || body.Choices[0].Message.Content != tt.rp.Content || body.Choices[0].FinishReason != tt.finish {
+				t.Errorf("plain reply %s: %v", w.Body, err)
+			}
+		})
+	}
+}
+
+// TestPiEnv: pi's agent folder moves into the solver's folder; a launch
+// that no longer names it is refused.
+func TestPiEnv(t *testing.T) {
+	tests := []struct {
+		name   string
+		launch []string
+		err    bool
+	}{
+		{"both", []string{"LEGORL_CONFIG=/c/pi", "LEGORL_STATE=/tmp/pi-agent", "PI_CODING_AGENT_DIR=/tmp/pi-agent", "PI_OFFLINE=1"}, false},
+		{"no state", []string{"PI_CODING_AGENT_DIR=/tmp/pi-agent", "PI_OFFLINE=1"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			env, err := piEnv(tt.launch, tmp)
+			if tt.err {
+				if !errors.Is(err, ErrUnsupported) {
+					t.Errorf("err %v, want ErrUnsupported", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{"LEGORL_STATE=" + tmp + "/pi-agent", "PI_CODING_AGENT_DIR=" + tmp + "/pi-agent", "HOME=" + tmp + "/home", "PI_OFFLINE=1", "LEGORL_CONFIG=/c/pi"} {
+				if !slices.Contains(env, want) {
+					t.Errorf("env %q lacks %q", env, want)
+				}
+			}
+			if slices.ContainsFunc(env, func(kv string) bool { return strings.Contains(kv, "/tmp/pi-agent") }) {
+				t.Errorf("env %q still names the sandbox's agent folder", env)
+			}
+		})
+	}
+}
+
+// TestRunLaunch: a missing program (Node.js) is ErrNotInstalled on one
+// line, another failure ErrFailed, success returns stdout.
+func TestRunLaunch(t *testing.T) {
+	tests := []struct {
+		name   string
+		script string
+		want   error
+		stdout string
+	}{
+		{"ok", "echo '{}'", nil, "{}\n"},
+		{"no node", "exec /nonexistent/bin/node cli.js", ErrNotInstalled, ""},
+		{"fails", "echo boom >&2; exit 3", ErrFailed, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := runLaunch(context.Background(), []string{"/bin/sh", "-c", tt.script}, t.TempDir(), []string{"PATH=/usr/bin:/bin"})
+			if !errors.Is(err, tt.want) || string(out) != tt.stdout {
+				t.Fatalf("runLaunch = %q, %v; want %q, %v", out, err, tt.stdout, tt.want)
+			}
+			if err != nil && strings.Contains(err.Error(), "\n") {
+				t.Errorf("the error is not one line: %q", err)
+			}
+			if tt.name == "no node" && !strings.Contains(err.Error(), "Node.js") {
+				t.Errorf("the error does not say Node.js is missing: %v", err)
+			}
+		})
+	}
+}
+
+// TestCheckPi: pi must end by itself having run every scripted call
+// without error.
+func TestCheckPi(t *testing.T) {
+	script := []reply{{Tool: "read"}, {Tool: "edit"}, {Content: "Done."}}
+	const read = `{"type":"tool_execution_start","toolName":"read","args":{"path":"a.py"}}
+{"type":"tool_execution_end","toolName":"read","result":{"content":[{"type":"text","text":"x"}]},"isError":false}
+{"type":"turn_end"}
+`
+	const edit = `{"type":"tool_execution_start","toolName":"edit","args":{"path":"a.py"}}
+{"type":"tool_execution_end","toolName":"edit","result":{"content":[{"type":"text","text":"ok"}]},"isError":%s}
+{"type":"turn_end"}
+`
+	const end = `{"type":"agent_end","messages":[{"role":"assistant","stopReason":"%s","errorMessage":"400 script exhausted"}]}`
+	tests := []struct {
+		name, out string
+		ok        bool
+	}{
+		{"done", read + strings.Replace(edit, "%s", "false", 1) + strings.Replace(end, "%s", "stop", 1), true},
+		{"failed edit", read + strings.Replace(edit, "%s", "true", 1) + strings.Replace(end, "%s", "stop", 1), false},
+		{"missing call", read + strings.Replace(end, "%s", "stop", 1), false},
+		{"model error", read + strings.Replace(edit, "%s", "false", 1) + strings.Replace(end, "%s", "error", 1), false},
+		{"no end", read, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := checkPi([]byte(tt.out), script)
+			if tt.ok != (err == nil) || (err != nil && !errors.Is(err, ErrFailed)) {
+				t.Errorf("checkPi: %v", err)
+			}
+		})
+	}
+}
