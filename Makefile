@@ -23,7 +23,7 @@ FUZZTIME ?= 20s
 TEST_FUZZEXECS ?= 20000x
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-harnesses build tools lint fuzz bench clean jinja-ref torch-ref pytest-ref docker-up docker-down bench-deps bench-sgemm bench-train
+.PHONY: help demo test test-harnesses build tools lint fuzz bench clean jinja-ref torch-ref pytest-ref docker-up docker-down bench-deps bench-sgemm bench-train cuda-headers cuda-build cuda-emu ptx ptx-check device-bundle device-check
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_%/-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -36,7 +36,7 @@ demo: build pytest-ref ## the main job on embedded defaults: a short RL loop (bu
 DOCKER_SOCK := $(CACHE)/docker/docker.sock
 export LEGORL_DOCKER_HOST := unix://$(DOCKER_SOCK)
 
-test: tools lint ## the whole suite: installs and starts what it needs (versitygw, DuckDB, Docker Engine, ...), unit + integration tests, the seed corpus of every fuzz target and a bounded fuzz run of the Parquet reader and the proxy's request parsers
+test: tools lint cuda-build ptx-check cuda-emu ## the whole suite: installs and starts what it needs (versitygw, DuckDB, Docker Engine, ...), unit + integration tests, the seed corpus of every fuzz target and a bounded fuzz run of the Parquet reader and the proxy's request parsers
 	scripts/docker/start-dockerd.sh >/dev/null
 	DOCKER_HOST=$(LEGORL_DOCKER_HOST) scripts/docker/base-image.sh
 	$(GO) test -count=1 -timeout 40m ./... ; rc=$$?; scripts/docker/stop-dockerd.sh; exit $$rc
@@ -60,7 +60,7 @@ $(HARNESS_STAMP): tools/harnesses/package.json
 	@touch $@
 
 test-harnesses: $(HARNESS_STAMP) pytest-ref ## install the pinned npm harnesses and run each through rollouts in the local sandbox
-	LEGORL_HARNESSES=1 LEGORL_HARNESS_CACHE=$(CURDIR)/tools/harnesses $(GO) test -count=1 -timeout 30m -run '^TestHarness' ./harness/... ./transforms/rollout
+	LEGORL_HARNESSES=1 LEGORL_HARNESS_CACHE=$(CURDIR)/tools/harnesses $(GO) test -count=1 -timeout 30m -run '^TestHarness' ./harness/... ./transforms/rollout ./cmd/legorl
 
 # Every fuzz target, as package:target; each runs for FUZZTIME. `make test` runs
 # their seed corpora (go test does) and fuzzes only TEST_FUZZ_TARGETS, the
@@ -171,3 +171,46 @@ docker-down: ## stop the private Docker Engine
 
 clean: ## remove build outputs and the demo store (keeps .cache)
 	rm -rf $(BIN) legorl-data
+
+# The CUDA backend (policy/backend/cuda, build tag cuda). CI has no GPU:
+# `make test` compiles it against the CUDA 12.x headers and libcuda stub of
+# Debian's nvidia-cuda-dev (.cache/cuda-12, scripts/cuda/headers.sh) so it
+# never rots, and checks that the committed PTX is what kernels.cu compiles
+# to. gorgonia.org/cu's #cgo lines look in /usr/local/cuda; CGO_CFLAGS and
+# CGO_LDFLAGS point it (and the backend's own cgo) at .cache/cuda-12.
+# CUDA_PKGS lists the packages with cuda-tagged files.
+CUDA_DIR   := $(CACHE)/cuda-12
+CUDA_STAMP := $(CUDA_DIR)/.stamp
+CUDA_ENV   := CGO_CFLAGS="-I$(CUDA_DIR)/include" CGO_LDFLAGS="-L$(CUDA_DIR)/lib"
+CUDA_PKGS  := ./policy/backend/... ./cmd/legorl
+DEVICE_DIR := $(CACHE)/device
+
+$(CUDA_STAMP):
+	scripts/cuda/headers.sh $(CUDA_DIR)
+
+cuda-headers: $(CUDA_STAMP) ## the CUDA 12.x headers and libcuda stub the cuda build tag compiles against (Debian nvidia-cuda-dev, into .cache/cuda-12)
+
+cuda-build: $(CUDA_STAMP) ## compile the CUDA backend (-tags cuda) without a GPU: go vet and its test binary .cache/device/cuda.test
+	$(CUDA_ENV) $(GO) vet -tags cuda $(CUDA_PKGS)
+	@mkdir -p $(DEVICE_DIR)
+	$(CUDA_ENV) $(GO) test -c -tags cuda -o $(DEVICE_DIR)/cuda.test ./policy/backend/cuda
+	$(CUDA_ENV) $(GO) build -tags cuda -o /dev/null ./cmd/legorl
+
+cuda-emu: $(CUDA_STAMP) ## run the CUDA backend's tests on the CPU: the real kernels.cu and Go code under a host emulator of the GPU, driver and cuBLAS (scripts/cuda/emu.sh)
+	scripts/cuda/emu.sh
+
+ptx: ## recompile the CUDA kernels (policy/backend/cuda/kernels/kernels.cu) to the committed kernels.ptx with clang-14
+	scripts/cuda/ptx.sh
+
+ptx-check: ## fail if kernels.ptx is not what kernels.cu compiles to
+	scripts/cuda/ptx.sh check
+
+device-bundle: $(CUDA_STAMP) ## build what a GPU machine runs into .cache/device: the stripped CUDA test binary and device-check.sh
+	scripts/cuda/device-check.sh bundle
+
+device-check: device-bundle ## CUDA-vs-CPU equivalence, MoE replay and benchmarks on a GPU, recorded in docs/PERFORMANCE.md (here if nvidia-smi works, else prints the lent-machine call)
+	@if nvidia-smi >/dev/null 2>&1; then \
+		OUT=$(DEVICE_DIR)/out scripts/cuda/device-check.sh run && scripts/cuda/device-check.sh record $(DEVICE_DIR)/out; \
+	else \
+		echo "no GPU here: on a lent GPU machine run 'bash scripts/cuda/device-check.sh run' (carry .cache/device), then 'scripts/cuda/device-check.sh record DIR' here with DIR the files it wrote"; \
+	fi

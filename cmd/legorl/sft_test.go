@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/legorl/legorl/harness/scripted"
+	"github.com/legorl/legorl/policy/tokenizer"
 	"github.com/legorl/legorl/trainer"
 	"github.com/legorl/legorl/transforms/rollout"
 )
@@ -80,7 +81,7 @@ func TestSFT(t *testing.T) {
 // nothing. With LEGORL_HARNESSES=1 and pi in $LEGORL_HARNESS_CACHE (as
 // make test-harnesses leaves tools/harnesses) it writes graded
 // demonstrations.
-func TestSFTDemosPi(t *testing.T) {
+func TestHarnessSFTDemosPi(t *testing.T) {
 	if scripted.ProgramDir != rollout.ProgramDir || scripted.DefaultWorkdir != rollout.WorkspaceDir {
 		t.Errorf("the demonstrations name %s and %s, rollouts show %s and %s", scripted.ProgramDir, scripted.DefaultWorkdir, rollout.ProgramDir, rollout.WorkspaceDir)
 	}
@@ -95,8 +96,18 @@ func TestSFTDemosPi(t *testing.T) {
 		if code != 0 || !strings.Contains(stdout, "2 pi demonstrations") || strings.Count(stderr, "graded reward 1") != 2 {
 			t.Fatalf("sft demos pi: exit %d: %s %s", code, stdout, stderr)
 		}
-		if _, _, err := trainer.ReadDemos(out); err != nil {
-			t.Error(err)
+		demos, _, err := trainer.ReadDemos(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, err := tokenizer.Load(filepath.Join(testPolicy(t), "tokenizer.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range demos { // SFT renders them with the proxy's template
+			if seqs, err := trainer.DemoSequences(tok, d); err != nil || len(seqs) < 2 {
+				t.Errorf("%s: %d sequences, %v", d.InstanceID, len(seqs), err)
+			}
 		}
 		return
 	}

@@ -1,0 +1,3 @@
+module gorgonia.org/cu
+
+go 1.22
