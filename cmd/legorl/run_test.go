@@ -178,6 +178,26 @@ func trainInstance(t *testing.T, work, id string) bool {
 	return false
 }
 
+// TestResultsConfigsLoad: the configs docs/RESULTS.md tells readers to run
+// are valid for this code (strict JSON: a renamed field breaks them), and
+// --print-config shows what they resolve to without running anything.
+func TestResultsConfigsLoad(t *testing.T) {
+	files, err := filepath.Glob("../../docs/results/*.json")
+	if err != nil || len(files) < 3 {
+		t.Fatalf("docs/results configs: %v %v", files, err)
+	}
+	for _, f := range files {
+		code, stdout, stderr := runCLI(t, testEnv(nil), "run", "--config", f, "--print-config")
+		var cfg struct {
+			Run     string `json:"run"`
+			Harness string `json:"harness"`
+		}
+		if code != 0 || json.Unmarshal([]byte(stdout), &cfg) != nil || cfg.Run == "" || cfg.Harness == "" {
+			t.Errorf("%s: exit %d, %s %s", f, code, stdout, stderr)
+		}
+	}
+}
+
 // TestRunConfigErrors: a config that cannot run fails with one line naming
 // the field, before anything is written.
 func TestRunConfigErrors(t *testing.T) {
