@@ -72,17 +72,16 @@ func runLoop(ctx context.Context, env *environ, args []string, stdout, stderr io
 		fmt.Fprintln(stdout, string(b))
 		return nil
 	}
-	if *agent == "" {
-		var err error
-		if *agent, err = findAgent(); err != nil {
-			return err
-		}
-	}
 	be, err := compute.open()
 	if err != nil {
 		return err
 	}
 	defer be.Close()
+	if *agent == "" {
+		if *agent, err = findAgent(); err != nil {
+			return err
+		}
+	}
 	so := storage.Options{S3Endpoint: cfg.S3Endpoint, AccessKey: env.AccessKey, SecretKey: env.SecretKey, SessionToken: env.Session, Region: env.Region, CreateBucket: true}
 	st, err := storage.Open(ctx, cfg.Store, so)
 	if err != nil {

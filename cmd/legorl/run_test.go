@@ -229,4 +229,14 @@ func TestRunConfigErrors(t *testing.T) {
 			}
 		})
 	}
+	work, store := filepath.Join(dir, "work-compute"), filepath.Join(dir, "store-compute")
+	code, _, stderr := runCLI(t, testEnv(nil), "run", "--work", work, "--store", "file://"+store, "--compute", "tpu")
+	if code != 2 || !strings.Contains(stderr, `--compute tpu: backend: unknown backend "tpu"`) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Errorf("--compute tpu: exit %d, stderr %q", code, stderr)
+	}
+	for _, p := range []string{work, store} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s was created", p)
+		}
+	}
 }
