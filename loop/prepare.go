@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/legorl/legorl/harness/scripted"
 	"github.com/legorl/legorl/policy/model"
@@ -131,7 +132,7 @@ func (l *looper) prepareInit(ctx context.Context) (string, error) {
 	if l.cfg.SFT != nil {
 		agent = l.cfg.SFT.Harness
 	}
-	if agent != "bash" && agent != "tools" {
+	if !slices.Contains(scripted.Formats(), agent) {
 		agent = "bash" // the corpus only: the demonstrations' text is the suite's language
 	}
 	demos, err := l.demos(ctx, agent)
