@@ -46,6 +46,7 @@ func (CPUOps[T]) Gemm(transA, transB bool, m, n, k int, alpha T, a []T, lda int,
 // for float32). Work is split into blocks of weight rows by blocks of input
 // rows, so a block of weights is reused across the batch while in cache.
 func (CPUOps[T]) RowLinear(y, x []T, rows, in int, w []T, out int) {
+	dot := dotFunc[T]() // chosen once, not per element
 	const colBlock, rowBlock = 64, 32
 	cb, rb := (out+colBlock-1)/colBlock, (rows+rowBlock-1)/rowBlock
 	body := func(t int) {
@@ -66,16 +67,18 @@ func (CPUOps[T]) RowLinear(y, x []T, rows, in int, w []T, out int) {
 	}
 }
 
-// dot is kernels.Dot for float32 and a plain loop for float64.
-func dot[T Float](x, y []T) T {
-	if x32, ok := any(x).([]float32); ok {
-		return T(kernels.Dot(x32, any(y).([]float32)))
+// dotFunc returns kernels.Dot for float32 and a plain loop for float64.
+func dotFunc[T Float]() func(x, y []T) T {
+	if f, ok := any(kernels.Dot).(func(x, y []T) T); ok {
+		return f
 	}
-	var s T
-	for i, v := range x {
-		s += v * y[i]
+	return func(x, y []T) T {
+		var s T
+		for i, v := range x {
+			s += v * y[i]
+		}
+		return s
 	}
-	return s
 }
 
 // RMSNorm implements Ops.
