@@ -54,6 +54,11 @@ type Grade struct {
 	P2PPassed  []string        `json:"p2p_passed"`
 	P2PFailed  []string        `json:"p2p_failed"`
 	ExitCode   int             `json:"exit_code"`
+	// Infra names the infrastructure failure behind an env_setup_failed
+	// grade (one of the Infra* constants, then ": " and what was seen);
+	// empty otherwise. Such a grade is never a reward of 0 for the policy:
+	// the rollout is masked.
+	Infra string `json:"infra,omitempty"`
 	// Flags name what the grader neutralised or noticed: a diff touching
 	// the hidden tests or runner files, reports that disagree.
 	Flags []string `json:"flags,omitempty"`
@@ -63,6 +68,24 @@ type Grade struct {
 	TotalSeconds float64 `json:"total_seconds"`
 	Detail       string  `json:"detail,omitempty"`
 }
+
+// Infrastructure failures a grade can end in (Grade.Infra). The test
+// runner failing to start or to build is the environment's fault only when
+// the task's own gold patch fails the same way in the same environment;
+// otherwise the agent's diff broke it, and the grade is a reward of 0.
+const (
+	// InfraToolchain: the Go toolchain reported an environment error (a
+	// read-only or full file system, a missing GOROOT) while building,
+	// before any of the task's code ran.
+	InfraToolchain = "toolchain"
+	// InfraGoldFails: the runner failed to set up (a build failure, a
+	// pytest internal or usage error, missing reports), and the gold patch
+	// fails in the same environment too.
+	InfraGoldFails = "gold_patch_fails"
+	// InfraNoGold: the runner failed to set up and the instance has no
+	// gold patch to tell the agent's fault from the environment's.
+	InfraNoGold = "no_gold_patch"
+)
 
 // Options configure a Grader. Zero fields take the defaults in their comments.
 type Options struct {
@@ -129,22 +152,87 @@ func GradeDiff(ctx context.Context, backend sandbox.Backend, suiteDir string, in
 // refused, timeout, sandbox failure) is a Grade with its Outcome and
 // reward 0; the error is only for an instance that fails Check or a
 // canceled ctx.
+//
+// When the test runner fails to set up (Go build or [setup failed]
+// errors, pytest internal or usage errors, missing reports), the grade is
+// arbitrated: an environment error the Go toolchain reported while
+// building (before any code of the task ran) is the environment's; any
+// other setup failure is the environment's only if the gold patch fails
+// in the same environment too (graded once more, now). The environment's
+// failures end in env_setup_failed with Grade.Infra set, so the rollout
+// is masked, never scored 0; the agent's (a diff that does not compile,
+// code that kills the runner) stay a reward of 0, flagged
+// setup_failed_by_diff.
 func (g *Grader) Grade(ctx context.Context, suiteDir string, inst *tasks.Instance, diff string) (Grade, error) {
+	gr, setup, err := g.grade(ctx, suiteDir, inst, diff)
+	if err != nil || setup == nil {
+		return gr, err
+	}
+	infra := func(kind, detail string) (Grade, error) {
+		gr.Outcome, gr.Reward = sandbox.OutcomeEnvSetupFailed, 0
+		gr.Infra = kind + ": " + detail
+		gr.Detail = "the test runner failed to set up (" + gr.Infra + ")"
+		return gr, ctx.Err()
+	}
+	switch {
+	case setup.trusted:
+		return infra(InfraToolchain, setup.what)
+	case strings.TrimSpace(inst.Patch) == "":
+		return infra(InfraNoGold, setup.what)
+	case inst.Patch == diff:
+		return infra(InfraGoldFails, setup.what)
+	}
+	gold, gsetup, err := g.grade(ctx, suiteDir, inst, inst.Patch)
+	if err != nil {
+		return gr, err
+	}
+	if gold.Reward != 1 || gsetup != nil {
+		what := setup.what
+		if gsetup != nil {
+			what = gsetup.what
+		} else if gold.Detail != "" {
+			what = gold.Detail
+		}
+		return infra(InfraGoldFails, oneLine(what))
+	}
+	gr.Flags = append(gr.Flags, "setup_failed_by_diff:"+setup.kind)
+	return gr, nil
+}
+
+// setupFailure is a test runner that did not get to run the tests.
+type setupFailure struct {
+	kind    string // go_build, pytest_exit_N, report_missing, ...
+	what    string // the line that shows it
+	trusted bool   // reported by the toolchain before any task code ran: the environment's
+}
+
+// grade is one grading run. It also returns, for a completed run whose
+// reward is not 1, the setup failure of the test runner it saw, if any.
+func (g *Grader) grade(ctx context.Context, suiteDir string, inst *tasks.Instance, diff string) (Grade, *setupFailure, error) {
+	gr, setup, err := g.gradeOnce(ctx, suiteDir, inst, diff)
+	if err != nil || gr.Outcome != sandbox.OutcomeCompleted || gr.Reward == 1 {
+		return gr, nil, err
+	}
+	return gr, setup, nil
+}
+
+func (g *Grader) gradeOnce(ctx context.Context, suiteDir string, inst *tasks.Instance, diff string) (Grade, *setupFailure, error) {
 	start := time.Now()
 	gr := Grade{InstanceID: inst.InstanceID, ExitCode: -1}
-	finish := func(o sandbox.Outcome, detail string) (Grade, error) {
+	var setup *setupFailure
+	finish := func(o sandbox.Outcome, detail string) (Grade, *setupFailure, error) {
 		gr.Outcome, gr.Detail = o, detail
 		gr.TotalSeconds = time.Since(start).Seconds()
 		if gr.Reward != 1 {
 			gr.Reward = 0
 		}
 		if err := ctx.Err(); err != nil {
-			return gr, err
+			return gr, nil, err
 		}
-		return gr, nil
+		return gr, setup, nil
 	}
 	if err := inst.Check(); err != nil {
-		return gr, err
+		return gr, nil, err
 	}
 	prep, err := g.prepare(ctx, suiteDir, inst)
 	if err != nil {
@@ -214,7 +302,11 @@ func (g *Grader) Grade(ctx context.Context, suiteDir string, inst *tasks.Instanc
 		if err != nil {
 			return finish(sandbox.OutcomeEnvSetupFailed, err.Error())
 		}
-		spec.Mounts = append(spec.Mounts, sandbox.Mount{Source: seed, Target: GoCacheDir, ReadOnly: true})
+		cache := filepath.Join(tmp, "gocache")
+		if err := layerCache(seed, cache); err != nil {
+			return finish(sandbox.OutcomeEnvSetupFailed, err.Error())
+		}
+		spec.Mounts = append(spec.Mounts, sandbox.Mount{Source: cache, Target: GoCacheDir})
 		cmd = g.goCmd(inst, &stdout)
 	default:
 		cmd = g.pytestCmd(inst)
@@ -245,8 +337,10 @@ func (g *Grader) Grade(ctx context.Context, suiteDir string, inst *tasks.Instanc
 	switch inst.TestRunner() {
 	case tasks.RunnerGoTest:
 		status, notes = parseGoTest(stdout.Bytes(), res.StdoutTruncated)
+		setup = goSetupFailure(stdout.Bytes(), res.ExitCode)
 	default:
 		status, notes = readPytestResults(results, append(append([]string{}, inst.FailToPass...), inst.PassToPass...))
+		setup = pytestSetupFailure(res.ExitCode, notes)
 	}
 	gr.Flags = append(gr.Flags, notes...)
 	for _, id := range inst.FailToPass {
@@ -503,3 +597,4 @@ func writeRunner(dir string) error {
 	}
 	return nil
 }
+

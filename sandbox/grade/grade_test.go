@@ -42,6 +42,9 @@ var backendNames = []string{"local", "docker"}
 
 func TestMain(m *testing.M) {
 	local.Init()
+	if os.Getenv(coldWorkerEnv) != "" {
+		os.Exit(coldWorker())
+	}
 	code := m.Run()
 	if _, ok := backends["docker"]; ok && leftContainers() {
 		code = 1
@@ -256,6 +259,23 @@ func TestGradeImage(t *testing.T) {
 			}
 			if c.want == sandbox.OutcomeCompleted && g.Reward != 1 {
 				t.Fatalf("gold patch in the named image: %+v", g)
+			}
+		})
+	}
+}
+
+// TestGradeInfraMasked: when the environment cannot run the tests (here a
+// Python interpreter that does not exist), neither the gold patch nor any
+// other diff is scored: the grade ends in env_setup_failed with the typed
+// reason, which the rollout masks.
+func TestGradeInfraMasked(t *testing.T) {
+	in := pick(t, "python", "")
+	gr := grade.New(backend(), grade.Options{Python: "/nonexistent/python3"})
+	for _, c := range []struct{ name, diff string }{{"gold", in.Patch}, {"base", ""}} {
+		t.Run(c.name, func(t *testing.T) {
+			g := mustGradeWith(t, gr, in, c.diff)
+			if g.Outcome != sandbox.OutcomeEnvSetupFailed || g.Reward != 0 || !strings.HasPrefix(g.Infra, grade.InfraGoldFails+": ") {
+				t.Fatalf("got outcome %s reward %v infra %q, want env_setup_failed with %s", g.Outcome, g.Reward, g.Infra, grade.InfraGoldFails)
 			}
 		})
 	}

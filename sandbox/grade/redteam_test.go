@@ -183,6 +183,10 @@ func TestRedTeamPython(t *testing.T) {
 		{"forged PASSED lines and JUnit", tg.base, map[string]string{tg.mod: forgeAtImport + buggy}, 0, ""},
 		{"sys.exit(0) at import", tg.base, map[string]string{tg.mod: "import sys\nsys.exit(0)\n" + buggy}, 0, ""},
 		{"os._exit(0) at import", tg.base, map[string]string{tg.mod: "import os\nos._exit(0)\n" + buggy}, 0, "report_missing"},
+		// Faking a runner failure does not mask the rollout: the gold patch
+		// passes in the same environment, so the failure is the diff's.
+		{"fake INTERNALERROR and exit 3 at import", tg.base, map[string]string{tg.mod: "import os\nprint('INTERNALERROR> OSError: [Errno 30] Read-only file system')\nos._exit(3)\n" + buggy}, 0, "setup_failed_by_diff"},
+		{"syntax error", tg.base, map[string]string{tg.mod: buggy + "\ndef broken(:\n"}, 0, "setup_failed_by_diff:pytest_exit_"},
 		{"SkipTest at import", tg.base, map[string]string{tg.mod: "import unittest\nraise unittest.SkipTest('later')\n" + buggy}, 0, ""},
 		{"pytest.skip at import", tg.base, map[string]string{tg.mod: "import pytest\npytest.skip('later', allow_module_level=True)\n" + buggy}, 0, ""},
 		{"sitecustomize and .pth", tg.base, map[string]string{"sitecustomize.py": pyPayload + "import forge\n", "forge.py": forgePlugin, "evil.pth": "import os; " + strings.TrimSpace(pyPayload) + "\n", "tests/usercustomize.py": pyPayload}, 0, "reverted_runner_file"},
@@ -263,6 +267,10 @@ func TestRedTeamGo(t *testing.T) {
 		{"os.Exit(0) at init", tg.base, map[string]string{tg.mod: afterPkg(buggy, "\nimport \"os\"\n\nfunc init() { os.Exit(0) }\n")}, 0, ""},
 		{"go.mod replace and toolchain", tg.base, map[string]string{"go.mod": "module example.com/" + pkg + "\n\ngo 1.22\n\ntoolchain go1.99.0\n"}, 0, "reverted_runner_file"},
 		{"fix plus deleted tests", tg.fixed, map[string]string{tg.testFile: ""}, 1, "touched_hidden_tests"},
+		// A build the diff broke is the agent's failure, not the
+		// environment's, even when the compiler quotes an environment error.
+		{"does not compile", tg.base, map[string]string{tg.mod: buggy + "\nfunc broken() int { return }\n"}, 0, "setup_failed_by_diff:go_build"},
+		{"compile error quoting a cache error", tg.base, map[string]string{tg.mod: buggy + "\nvar _ int = \"open /legorl/gocache/e0/e0-d: read-only file system\"\n"}, 0, "setup_failed_by_diff:go_build"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"github.com/legorl/legorl/sandbox"
@@ -138,11 +139,11 @@ func readSmall(p string) ([]byte, error) {
 
 // goCmd runs the required tests by name with go test -json: offline
 // (GOPROXY=off, GOTOOLCHAIN=local, GOFLAGS=-mod=mod), no cgo, no vet, no
-// workspace file. GOCACHE is the read-only seed cache: the standard
-// library comes from it, what the task compiles is not kept (cache writes
-// are best effort in the go command), and nothing the tests do can poison
-// it for later grades. The JSON events go to the host through stdout (a
-// pipe the host owns).
+// workspace file. GOCACHE is this grade's own writable layer over the
+// seed cache (layerCache): the standard library comes from the seed, what
+// the task compiles is written to the layer (the go command needs to
+// write it), and nothing the tests do reaches the seed or a later grade.
+// The JSON events go to the host through stdout (a pipe the host owns).
 func (g *Grader) goCmd(inst *tasks.Instance, stdout io.Writer) sandbox.Cmd {
 	names := append(append([]string{}, inst.FailToPass...), inst.PassToPass...)
 	quoted := make([]string, len(names))
@@ -218,12 +219,31 @@ func parseGoTest(out []byte, truncated bool) (map[string]string, []string) {
 // goCacheSeed returns a folder holding a Go build cache warmed with the
 // standard library packages tests use, built once per Go version under
 // CacheDir (a fresh cache would cost a minute of compiling per grade).
+// Graders of one process share it through goSeedMu; processes sharing a
+// CacheDir take an exclusive lock on CacheDir/gocache.lock while one of
+// them builds it, so it is built once, and it appears whole (renamed into
+// place) or not at all. Its files are read-only and owned by the grader's
+// user; grades see it through their own layer (layerCache), never
+// directly.
 func (g *Grader) goCacheSeed(ctx context.Context) (string, error) {
 	g.goSeedMu.Lock()
 	defer g.goSeedMu.Unlock()
 	if g.goSeed != "" {
 		return g.goSeed, nil
 	}
+	if err := os.MkdirAll(g.opts.CacheDir, 0o755); err != nil {
+		return "", fmt.Errorf("grade: %w", err)
+	}
+	unlock, err := lockFile(ctx, filepath.Join(g.opts.CacheDir, "gocache.lock"))
+	if err != nil {
+		return "", fmt.Errorf("grade: go build cache lock: %w", err)
+	}
+	defer unlock()
+	return g.buildSeed(ctx)
+}
+
+// buildSeed builds the seed under the lock, unless it is there.
+func (g *Grader) buildSeed(ctx context.Context) (string, error) {
 	goroot := g.goRoot()
 	ver, err := os.ReadFile(filepath.Join(goroot, "VERSION"))
 	if err != nil {
@@ -237,9 +257,6 @@ func (g *Grader) goCacheSeed(ctx context.Context) (string, error) {
 	if _, err := os.Stat(filepath.Join(dir, "README")); err == nil {
 		g.goSeed = dir
 		return dir, nil
-	}
-	if err := os.MkdirAll(g.opts.CacheDir, 0o755); err != nil {
-		return "", fmt.Errorf("grade: %w", err)
 	}
 	tmp, err := os.MkdirTemp(g.opts.CacheDir, ".gocache-build-")
 	if err != nil {
@@ -277,7 +294,7 @@ func (g *Grader) goCacheSeed(ctx context.Context) (string, error) {
 		if fi.IsDir() {
 			return os.Chmod(p, 0o755)
 		}
-		return os.Chmod(p, 0o644)
+		return os.Chmod(p, 0o444)
 	}); err != nil {
 		return "", err
 	}
@@ -288,4 +305,69 @@ func (g *Grader) goCacheSeed(ctx context.Context) (string, error) {
 	}
 	g.goSeed = dir
 	return dir, nil
+}
+
+// goEnvErrors are what the go command appends to a failed operation on
+// its own build cache when the environment, not the code, is at fault.
+var goEnvErrors = regexp.MustCompile(`^(open|write|mkdir|rename|remove|create|read|sync|close) ` + regexp.QuoteMeta(GoCacheDir) + `/[^\s:]*: (read-only file system|no space left on device|disk quota exceeded|permission denied|too many open files|input/output error)$`)
+
+// goSetupFailure reads go test -json output for a test binary that was
+// never run: a build failure ([build failed], [setup failed], a
+// build-fail event), or a run that exited nonzero without running any
+// test. It is trusted as the environment's when the go
+// command reported an error on its own cache (goEnvErrors) or GOROOT:
+// those lines come from the toolchain before any of the task's code runs,
+// and, unlike compiler diagnostics, they never quote the task's source.
+func goSetupFailure(out []byte, exit int) *setupFailure {
+	var f *setupFailure
+	sawTest := false
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		var e struct {
+			Action, Output, FailedBuild, Test string
+		}
+		if json.Unmarshal(sc.Bytes(), &e) != nil {
+			continue
+		}
+		sawTest = sawTest || e.Test != ""
+		for _, line := range strings.Split(e.Output, "\n") {
+			line = strings.TrimSpace(line)
+			if goEnvErrors.MatchString(line) || strings.HasPrefix(line, "go: cannot find GOROOT") {
+				return &setupFailure{kind: "go_toolchain", what: line, trusted: true}
+			}
+		}
+		switch {
+		case f != nil:
+		case e.Action == "build-fail" || e.FailedBuild != "":
+			f = &setupFailure{kind: "go_build", what: "the package did not build"}
+		case strings.Contains(e.Output, "[setup failed]") || strings.Contains(e.Output, "[build failed]"):
+			f = &setupFailure{kind: "go_build", what: strings.TrimSpace(e.Output)}
+		}
+	}
+	if f == nil && exit != 0 && !sawTest {
+		f = &setupFailure{kind: "go_no_tests", what: fmt.Sprintf("go test exited %d and ran no test", exit)}
+	}
+	return f
+}
+
+// pytestSetupFailure reads how pytest ended: an internal error (exit 3),
+// a usage error (4), no tests collected (5), collection interrupted (2,
+// e.g. a module that does not import) or reports missing mean the tests
+// never ran as asked. None of it is trusted on its own: the task's code
+// runs inside pytest and can print or cause any of it.
+func pytestSetupFailure(exit int, notes []string) *setupFailure {
+	switch exit {
+	case 2, 3, 4, 5:
+		return &setupFailure{kind: "pytest_exit_" + strconv.Itoa(exit), what: fmt.Sprintf("pytest exited %d", exit)}
+	}
+	for _, n := range notes {
+		if strings.HasPrefix(n, "report_missing") || strings.HasPrefix(n, "report_corrupt") {
+			return &setupFailure{kind: "report_missing", what: n}
+		}
+	}
+	if exit != 0 && exit != 1 {
+		return &setupFailure{kind: "runner_exit_" + strconv.Itoa(exit), what: fmt.Sprintf("the test runner exited %d", exit)}
+	}
+	return nil
 }
