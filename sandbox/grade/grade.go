@@ -597,4 +597,3 @@ func writeRunner(dir string) error {
 	}
 	return nil
 }
-
