@@ -17,7 +17,8 @@ import (
 
 // Splits of the built-in suite.
 const (
-	SplitTrain         = "train"          // instances to train on
+	SplitTrain         = "train"          // instances to train on (RL, and SFT when a suite has no sft split)
+	SplitSFT           = "sft"            // instances whose demonstrations warm-start the policy, never rolled out by RL
 	SplitHeldout       = "heldout"        // held-out instances of the training families: the headline metric
 	SplitHeldoutFamily = "heldout_family" // whole families never trained on: the generalization check
 )

@@ -65,8 +65,8 @@ func runTasksGenerate(ctx context.Context, args []string, stdout, stderr io.Writ
 		splits[in.Split]++
 		fams[in.Family]++
 	}
-	fmt.Fprintf(stdout, "legorl tasks generate: %d instances in %s/tasks.jsonl (train %d, heldout %d, heldout_family %d; %d families)\n",
-		len(ins), *out, splits["train"], splits["heldout"], splits["heldout_family"], len(fams))
+	fmt.Fprintf(stdout, "legorl tasks generate: %d instances in %s/tasks.jsonl (sft %d, train %d, heldout %d, heldout_family %d; %d families)\n",
+		len(ins), *out, splits["sft"], splits["train"], splits["heldout"], splits["heldout_family"], len(fams))
 	return nil
 }
 

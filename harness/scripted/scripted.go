@@ -122,15 +122,16 @@ type Options struct {
 func Formats() []string { return []string{"bash", "tools", "pi"} }
 
 // CheckTrain returns ErrHeldout (wrapped, naming the task) unless the
-// instance is in the train split: its own split and the built-in split of
-// its id and family must both say train (an empty split takes the
-// built-in one).
+// instance is in a training pool (sft or train): its own split and the
+// built-in split of its id and family must both say so (an empty split
+// takes the built-in one).
 func CheckTrain(in *tasks.Instance) error {
 	split := in.Split
 	if split == "" {
 		split = builtin.Split(in.InstanceID, in.Family)
 	}
-	if split != tasks.SplitTrain || builtin.HeldoutFamilies[in.Family] || builtin.Split(in.InstanceID, in.Family) != tasks.SplitTrain {
+	training := func(s string) bool { return s == tasks.SplitTrain || s == tasks.SplitSFT }
+	if !training(split) || builtin.HeldoutFamilies[in.Family] || !training(builtin.Split(in.InstanceID, in.Family)) {
 		return fmt.Errorf("%w: %s (split %q, family %q)", ErrHeldout, in.InstanceID, split, in.Family)
 	}
 	return nil

@@ -4,6 +4,14 @@
 // call; swapped arguments and negated condition held out whole), each
 // instance with a problem statement, hidden tests (test_patch) and a gold
 // patch. The suite is a pure function of (n, seed).
+//
+// It is built so that a small policy has to copy, not memorise (DESIGN.md
+// §6): module and function names come from pools of thousands, the
+// statement from three wordings and three ways of naming the file, the
+// buggy function sits among one to three correct ones at a random
+// position, and instances fall into disjoint pools (Split): sft for
+// demonstrations, train for RL, heldout and heldout_family for
+// evaluation.
 package builtin
 
 import (
@@ -13,6 +21,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -41,11 +50,26 @@ func Families() []string {
 	return out
 }
 
+// Name pools. Every surface feature a policy must read from the task is
+// drawn per instance from pools far larger than any number of
+// demonstrations: module names are adjective_noun (48 x 48 = 2,304),
+// function names verb_noun (40 x 48 = 1,920), so that copying a name from
+// the statement pays and memorising one does not.
 var (
-	modules = []string{"inventory", "billing", "metrics", "shipping", "ledger", "planner", "catalog", "payroll", "scoring", "telemetry", "booking", "pricing"}
-	verbs   = []string{"compute", "get", "calc", "find", "eval", "resolve", "measure", "derive"}
-	nouns   = []string{"order", "invoice", "sensor", "ticket", "basket", "parcel", "budget", "route", "meter", "batch", "cargo", "token", "shelf", "grade", "quota", "fleet"}
-	fverbs  = []string{"bound", "count", "scale", "label", "clip", "tag", "weigh", "pack"}
+	adjectives = []string{"amber", "brisk", "calm", "dusty", "eager", "fancy", "gentle", "hollow", "icy", "jolly",
+		"keen", "lofty", "mellow", "nimble", "olive", "proud", "quiet", "rapid", "silver", "tidy",
+		"urban", "vivid", "witty", "young", "zesty", "bold", "crisp", "dark", "early", "fuzzy",
+		"grand", "happy", "inner", "jumbo", "kind", "lucky", "misty", "noble", "odd", "plain",
+		"royal", "sunny", "tiny", "upper", "vast", "warm", "yellow", "zonal"}
+	nouns = []string{"order", "invoice", "sensor", "ticket", "basket", "parcel", "budget", "route", "meter", "batch",
+		"cargo", "token", "shelf", "grade", "quota", "fleet", "ledger", "planner", "catalog", "payroll",
+		"score", "booking", "price", "station", "harbor", "garden", "engine", "bridge", "castle", "forest",
+		"island", "market", "museum", "orbit", "pocket", "quarry", "rocket", "signal", "tunnel", "valley",
+		"wallet", "window", "yard", "zone", "anchor", "beacon", "canyon", "depot"}
+	verbs = []string{"compute", "get", "calc", "find", "eval", "resolve", "measure", "derive", "bound", "count",
+		"scale", "label", "clip", "tag", "weigh", "pack", "total", "check", "rank", "split",
+		"merge", "track", "score", "sum", "limit", "mark", "rate", "tally", "fetch", "build",
+		"load", "parse", "shift", "trim", "round", "fold", "map", "sort", "index", "guard"}
 )
 
 // Generate writes the suite under out: out/tasks.jsonl and one git
@@ -92,18 +116,24 @@ func Generate(ctx context.Context, out string, opt Options) ([]tasks.Instance, e
 	return ins, nil
 }
 
-// Split returns the split of an instance: its family's if held out whole,
-// else held out for one id in five (by a hash of the id), else train.
+// Split returns the split of an instance: its family's if held out whole;
+// else, by a hash of the id, one in five held out (heldout), and of the
+// rest half in the SFT pool (sft: demonstrations only) and half in the RL
+// pool (train). The three pools never share an instance.
 func Split(id, family string) string {
 	if HeldoutFamilies[family] {
 		return tasks.SplitHeldoutFamily
 	}
 	h := fnv.New32a()
 	h.Write([]byte(id))
-	if h.Sum32()%5 == 0 {
+	switch v := h.Sum32(); {
+	case v%5 == 0:
 		return tasks.SplitHeldout
+	case (v/5)%2 == 0:
+		return tasks.SplitSFT
+	default:
+		return tasks.SplitTrain
 	}
-	return tasks.SplitTrain
 }
 
 func camel(snake string) string {
@@ -120,31 +150,36 @@ func generateOne(ctx context.Context, out string, seed uint64, i int, langs []st
 	r := rand.New(rand.NewPCG(seed, uint64(i)))
 	tpl := templates[i%len(templates)]
 	lang := langs[r.IntN(len(langs))]
-	mod := modules[r.IntN(len(modules))]
+	mod := adjectives[r.IntN(len(adjectives))] + "_" + nouns[r.IntN(len(nouns))]
 	used := map[string]bool{}
-	pick := func(vs []string) string {
+	pick := func() string {
 		for {
-			n := vs[r.IntN(len(vs))] + "_" + nouns[r.IntN(len(nouns))]
+			n := verbs[r.IntN(len(verbs))] + "_" + nouns[r.IntN(len(nouns))]
 			if !used[n] {
 				used[n] = true
 				return n
 			}
 		}
 	}
-	bug := tpl.gen(r, pick(verbs))
+	bug := tpl.gen(r, pick())
+	bug.statement = paraphrase(r, bug.statement)
+	// One to three correct fillers, the buggy function at any position
+	// among them (so the bug's line moves).
 	var fill []fn
-	for _, k := range r.Perm(len(fillers))[:2] {
-		fill = append(fill, fillers[k](r, pick(fverbs)))
+	for _, k := range r.Perm(len(fillers))[:1+r.IntN(3)] {
+		fill = append(fill, fillers[k](r, pick()))
 	}
+	bugAt := r.IntN(len(fill) + 1)
+	where := locations[r.IntN(len(locations))]
 	id := fmt.Sprintf("builtin__%s-%d-%d", mod, seed, i)
 	var base, fixed, hidden tasks.Tree
 	var f2p, p2p []string
 	var statement string
 	switch lang {
 	case "python":
-		base, fixed, hidden, f2p, p2p, statement = renderPython(mod, bug, fill)
+		base, fixed, hidden, f2p, p2p, statement = renderPython(mod, bug, fill, bugAt, where)
 	default:
-		base, fixed, hidden, f2p, p2p, statement = renderGo(mod, bug, fill)
+		base, fixed, hidden, f2p, p2p, statement = renderGo(mod, bug, fill, bugAt, where)
 	}
 	gold, err := tasks.Diff(base, fixed)
 	if err != nil {
@@ -165,13 +200,13 @@ func generateOne(ctx context.Context, out string, seed uint64, i int, langs []st
 	return tasks.Instance{
 		InstanceID: id, Repo: "legorl-builtin/" + mod, BaseCommit: commit,
 		ProblemStatement: statement, FailToPass: f2p, PassToPass: p2p,
-		TestPatch: testPatch, Patch: gold, Version: "1",
+		TestPatch: testPatch, Patch: gold, Version: "2",
 		Snapshot: "repos/" + id, Language: lang, Runner: map[string]string{"python": tasks.RunnerPytest, "go": tasks.RunnerGoTest}[lang],
 		Family: tpl.family, Split: Split(id, tpl.family),
 	}, nil
 }
 
-func renderPython(mod string, bug fn, fill []fn) (base, fixed, hidden tasks.Tree, f2p, p2p []string, statement string) {
+func renderPython(mod string, bug fn, fill []fn, bugAt int, where string) (base, fixed, hidden tasks.Tree, f2p, p2p []string, statement string) {
 	src := func(buggy bool) string {
 		var b strings.Builder
 		fmt.Fprintf(&b, "\"\"\"The %s module.\"\"\"\n\n", mod)
@@ -182,14 +217,16 @@ func renderPython(mod string, bug fn, fill []fn) (base, fixed, hidden tasks.Tree
 		if pre != "" {
 			b.WriteString(pre + "\n")
 		}
-		for _, f := range fill {
-			b.WriteString(strings.ReplaceAll(f.py, "{f}", f.name) + "\n\n")
-		}
 		body := bug.py
 		if buggy && bug.pyBug != "" {
 			body = bug.pyBug
 		}
-		b.WriteString(strings.ReplaceAll(body, "{f}", bug.name))
+		var parts []string
+		for _, f := range fill {
+			parts = append(parts, strings.ReplaceAll(f.py, "{f}", f.name))
+		}
+		parts = slices.Insert(parts, bugAt, strings.ReplaceAll(body, "{f}", bug.name))
+		b.WriteString(strings.Join(parts, "\n\n"))
 		return b.String()
 	}
 	testFn := func(name string, f fn, cases []tcase) string {
@@ -226,11 +263,11 @@ func renderPython(mod string, bug fn, fill []fn) (base, fixed, hidden tasks.Tree
 	fixed[mod+".py"] = tasks.File{Data: []byte(src(false)), Mode: tasks.ModeFile}
 	hidden[testFile] = tasks.File{Data: []byte(hiddenFile), Mode: tasks.ModeFile}
 	statement = fillStatement(bug, bug.name, fmt.Sprintf("%s(%s)", bug.name, args(pyLit, bug.cases[0].args)), pyLit(bug.cases[0].want)) +
-		fmt.Sprintf("\n\nThe function is in `%s.py`.", mod)
+		"\n\n" + strings.ReplaceAll(where, "{file}", mod+".py")
 	return
 }
 
-func renderGo(mod string, bug fn, fill []fn) (base, fixed, hidden tasks.Tree, f2p, p2p []string, statement string) {
+func renderGo(mod string, bug fn, fill []fn, bugAt int, where string) (base, fixed, hidden tasks.Tree, f2p, p2p []string, statement string) {
 	src := func(buggy bool) string {
 		var b strings.Builder
 		fmt.Fprintf(&b, "// Package %s is a small example package.\npackage %s\n\n", mod, mod)
@@ -248,14 +285,16 @@ func renderGo(mod string, bug fn, fill []fn) (base, fixed, hidden tasks.Tree, f2
 		if pre != "" {
 			b.WriteString(pre + "\n")
 		}
-		for _, f := range fill {
-			b.WriteString(strings.ReplaceAll(f.goSrc, "{F}", camel(f.name)) + "\n")
-		}
 		body := bug.goSrc
 		if buggy && bug.goBug != "" {
 			body = bug.goBug
 		}
-		b.WriteString(strings.ReplaceAll(body, "{F}", camel(bug.name)))
+		var parts []string
+		for _, f := range fill {
+			parts = append(parts, strings.ReplaceAll(f.goSrc, "{F}", camel(f.name)))
+		}
+		parts = slices.Insert(parts, bugAt, strings.ReplaceAll(body, "{F}", camel(bug.name)))
+		b.WriteString(strings.Join(parts, "\n"))
 		return b.String()
 	}
 	testFn := func(name string, f fn, cases []tcase) string {
@@ -294,8 +333,29 @@ func renderGo(mod string, bug fn, fill []fn) (base, fixed, hidden tasks.Tree, f2
 	fixed[mod+".go"] = tasks.File{Data: []byte(src(false)), Mode: tasks.ModeFile}
 	hidden[testFile] = tasks.File{Data: []byte(hiddenFile), Mode: tasks.ModeFile}
 	statement = fillStatement(bug, camel(bug.name), fmt.Sprintf("%s(%s)", camel(bug.name), args(goLit, bug.cases[0].args)), goLit(bug.cases[0].want)) +
-		fmt.Sprintf("\n\nThe function is in `%s.go`.", mod)
+		"\n\n" + strings.ReplaceAll(where, "{file}", mod+".go")
 	return
+}
+
+// locations are the ways a statement names the file ({file}).
+var locations = []string{
+	"The function is in `{file}`.",
+	"It is defined in `{file}`.",
+	"You will find it in `{file}`.",
+}
+
+// paraphrase rewrites a template's statement, "PURPOSE, but FAILURE.",
+// in one of three wordings (the first is the statement itself).
+func paraphrase(r *rand.Rand, statement string) string {
+	purpose, _, ok := strings.Cut(statement, ", but ")
+	switch k := r.IntN(3); {
+	case !ok || k == 0:
+		return statement
+	case k == 1:
+		return purpose + ". Right now `{call}` does not give {want}."
+	default:
+		return "Expected `{call}` to return {want}, but it does not. " + strings.ToUpper(purpose[:1]) + purpose[1:] + "."
+	}
 }
 
 func fillStatement(bug fn, name, call, want string) string {

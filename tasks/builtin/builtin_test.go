@@ -71,7 +71,7 @@ func TestGenerateFamiliesAndSplits(t *testing.T) {
 	if len(fams) != len(builtin.Families()) || len(fams) < 7 {
 		t.Fatalf("families %v", fams)
 	}
-	for _, s := range []string{tasks.SplitTrain, tasks.SplitHeldout, tasks.SplitHeldoutFamily} {
+	for _, s := range []string{tasks.SplitSFT, tasks.SplitTrain, tasks.SplitHeldout, tasks.SplitHeldoutFamily} {
 		if splits[s] == 0 {
 			t.Fatalf("split %s empty: %v", s, splits)
 		}
@@ -125,5 +125,57 @@ func TestRepoHistoryIsBaseOnly(t *testing.T) {
 				t.Fatalf("%s: hidden test %s is in %s at base", in.InstanceID, name, p)
 			}
 		}
+	}
+}
+
+// TestSurfaceVaries: what a policy must copy varies per instance, so that
+// memorising it does not pay (DESIGN.md §6): over 300 instances, module
+// and function names almost never repeat, every wording of the statement
+// and of the file's location occurs, the number of functions in the module
+// varies, and so does the line the gold patch changes.
+func TestSurfaceVaries(t *testing.T) {
+	dir := t.TempDir()
+	ins, err := builtin.Generate(context.Background(), dir, builtin.Options{N: 300, Seed: 7, Languages: []string{"python"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mods, fns := map[string]bool{}, map[string]bool{}
+	wordings := map[string]int{}
+	funcs, hunks := map[int]int{}, map[string]int{}
+	for _, in := range ins {
+		mod := strings.TrimPrefix(in.Repo, "legorl-builtin/")
+		mods[mod] = true
+		fns[in.FailToPass[0]] = true
+		st := in.ProblemStatement
+		switch {
+		case strings.HasPrefix(st, "Expected `"):
+			wordings["expected"]++
+		case strings.Contains(st, "Right now `"):
+			wordings["right now"]++
+		default:
+			wordings["original"]++
+		}
+		for _, w := range []string{"The function is in `", "It is defined in `", "You will find it in `"} {
+			if strings.Contains(st, w+mod+".py`") {
+				wordings[w]++
+			}
+		}
+		tree, err := tasks.ReadTree(context.Background(), in.SnapshotDir(dir), in.BaseCommit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		funcs[strings.Count("\n"+string(tree[mod+".py"].Data), "\ndef ")]++
+		if i := strings.Index(in.Patch, "@@ -"); i >= 0 {
+			hunks[strings.Fields(in.Patch[i+3:])[0]]++
+		}
+	}
+	if len(mods) < 250 || len(fns) < 290 {
+		t.Fatalf("%d distinct modules and %d distinct functions in 300 instances", len(mods), len(fns))
+	}
+	if len(wordings) != 6 {
+		t.Fatalf("wordings %v", wordings)
+	}
+	if len(funcs) < 3 || len(hunks) < 10 {
+		t.Fatalf("functions per module %v, gold hunk positions %v", funcs, hunks)
 	}
 }

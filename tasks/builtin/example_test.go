@@ -21,7 +21,7 @@ func ExampleGenerate() {
 		fmt.Println(in.Family, in.Split, in.FailToPass)
 	}
 	// Output:
-	// wrong_operator train [tests/test_billing.py::test_calc_meter]
-	// wrong_operator heldout [tests/test_billing.py::test_eval_shelf]
-	// off_by_one train [tests/test_payroll.py::test_compute_cargo]
+	// wrong_operator sft [tests/test_eager_pocket.py::test_compute_orbit]
+	// wrong_operator heldout [tests/test_eager_window.py::test_map_grade]
+	// off_by_one sft [tests/test_fuzzy_signal.py::test_parse_token]
 }
