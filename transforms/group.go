@@ -172,7 +172,7 @@ func runOne(ctx context.Context, rt *runtime, cfg Config, h harness.Harness, g G
 // maskedRow is the row of a rollout that ended without Run's row.
 func maskedRow(cfg Config, g Group, spec Spec, t schemas.Termination, detail string) schemas.Rollout {
 	return schemas.Rollout{
-		RunID: cfg.RunID, Iteration: cfg.Iteration, TaskID: g.Task.Instance.InstanceID, GroupID: g.GroupID,
+		RunID: cfg.RunID, Iteration: cfg.Iteration, TaskID: g.Task.Instance.InstanceID, GroupID: g.GroupID, Split: g.Task.Instance.Split,
 		RolloutID: spec.RolloutID, Harness: cfg.Harness, PolicyVersion: cfg.PolicyVersion, Seed: spec.Seed,
 		Status: t.Status(), Termination: t, Error: oneLine(detail, 2000),
 		F2PPassed: []string{}, F2PFailed: []string{}, P2PPassed: []string{}, P2PFailed: []string{}, Flags: []string{"abandoned"},
