@@ -73,6 +73,9 @@ type EvalRow struct {
 	// (TasksK of them).
 	PassK  float64
 	TasksK int
+	// PerTask is each task's pass rate (passed/completed), for paired
+	// comparisons of two policies on the same tasks.
+	PerTask map[string]float64 `json:",omitempty"`
 }
 
 // EvalTable is the eval's result.
@@ -177,8 +180,10 @@ func Table(runID string, iteration int32, k int, rs []EvalRollout) EvalTable {
 	t := EvalTable{RunID: runID, Iteration: iteration, K: k}
 	for h, row := range rows {
 		var p1, pk float64
-		for _, c := range by[h] {
+		row.PerTask = map[string]float64{}
+		for id, c := range by[h] {
 			row.Tasks++
+			row.PerTask[id] = float64(c.c) / float64(c.n)
 			p1 += float64(c.c) / float64(c.n)
 			if k > 1 && c.n >= k {
 				row.TasksK++
