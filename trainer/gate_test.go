@@ -1,6 +1,7 @@
 package trainer_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -282,6 +283,21 @@ func TestGatePaddedVocabulary(t *testing.T) {
 				t.Errorf("scored over the whole vocabulary, max |diff| is only %g: %s", r.Overall.MaxAbsDiff, r.Summary())
 			}
 			t.Logf("the same tokens scored over all %d ids: %s", m.Config().VocabSize, r.Summary())
+
+			// An update on them: two groups of four with varying rewards.
+			data := &trainer.Data{RunID: "pad", Samples: samples, Masked: map[string]int{}}
+			for i := range samples {
+				samples[i].GroupID = fmt.Sprintf("g%d", i/4)
+				data.Rollouts = append(data.Rollouts, trainer.RolloutReward{RolloutID: samples[i].RolloutID, GroupID: samples[i].GroupID, Reward: float64(i % 2)})
+			}
+			before := weights(t, loaded)
+			res, err := newTrainer(t, loaded, trainer.Config{LR: 1e-3}).Iteration(data, 5, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Trained != 8 || len(res.Steps) != 1 || !(res.Steps[0].GradNorm > 0) || bytes.Equal(before, weights(t, loaded)) {
+				t.Errorf("update on the padded model's samples: %d trained, %d steps, weights changed %v", res.Trained, len(res.Steps), !bytes.Equal(before, weights(t, loaded)))
+			}
 		})
 	}
 }
