@@ -17,6 +17,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/legorl/legorl/policy/model"
+	"github.com/legorl/legorl/policy/remote/remotetest"
 	"github.com/legorl/legorl/policy/tokenizer"
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
@@ -205,5 +206,50 @@ func TestRolloutGroupPaddedVocabulary(t *testing.T) {
 	code, stdout, stderr = runCLI(t, testEnv(nil), "model", "logprobs", "--model", policy, "--input", in)
 	if code != 0 || json.Unmarshal([]byte(stdout), &line) != nil || len(line.Logprobs) != 2 {
 		t.Errorf("model logprobs: exit %d: %s %s", code, stdout, stderr)
+	}
+}
+
+// TestServeRemotePaddedID serves a padded checkpoint through a fake vLLM
+// and a fake SGLang server that sample an id of the padding: the call
+// fails, and the error the client gets names the id, the tokenizer's size
+// and the fix.
+func TestServeRemotePaddedID(t *testing.T) {
+	policy, tok := paddedPolicy(t)
+	bad := int32(tok.VocabSize() + 5)
+	for _, kind := range []string{"vllm", "sglang"} {
+		t.Run(kind, func(t *testing.T) {
+			reply := remotetest.Fixed(remotetest.Reply{Tokens: []int32{7, bad}})
+			fake := map[string]func(testing.TB, func(remotetest.Request) remotetest.Reply) *remotetest.Server{
+				"vllm": remotetest.NewVLLM, "sglang": remotetest.NewSGLang}[kind](t, reply)
+			defer fake.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			pr, pw := io.Pipe()
+			var stderr syncBuffer
+			done := make(chan int, 1)
+			go func() {
+				done <- run(ctx, testEnv(nil), []string{"serve", "--policy", policy, "--addr", "127.0.0.1:0",
+					"--remote", kind, "--remote-url", fake.URL, "--max-tokens", "8"}, pw, &stderr)
+				pw.Close()
+			}()
+			lines := bufio.NewScanner(pr)
+			if !lines.Scan() {
+				t.Fatalf("no banner; stderr %q", stderr.String())
+			}
+			_, url, _ := strings.Cut(lines.Text(), " at ")
+			go io.Copy(io.Discard, pr)
+			resp, err := http.Post(url+"/chat/completions", "application/json", strings.NewReader(`{"model": "any", "messages": [{"role": "user", "content": "hi"}]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			want := fmt.Sprintf("token 1 is id %d, past the tokenizer's %d ids: the server sampled the model's vocabulary padding", bad, tok.VocabSize())
+			if resp.StatusCode != 500 || !strings.Contains(string(body), want) || !strings.Contains(string(body), "legorl model trim") {
+				t.Errorf("status %d: %s; want 500 with %q", resp.StatusCode, body, want)
+			}
+			cancel()
+			<-done
+		})
 	}
 }
