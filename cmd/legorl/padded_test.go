@@ -253,3 +253,57 @@ func TestServeRemotePaddedID(t *testing.T) {
 		})
 	}
 }
+
+// TestModelTrim cuts a padded checkpoint to its tokenizer's ids: the copy
+// has vocab_size the tokenizer's size and scores every line as the padded
+// checkpoint does; what cannot be trimmed is a one-line error.
+func TestModelTrim(t *testing.T) {
+	policy, tok := paddedPolicy(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "trimmed")
+	code, stdout, stderr := runCLI(t, testEnv(nil), "model", "trim", "--model", policy, "--out", out)
+	if want := fmt.Sprintf("vocab_size %d -> %d", 4*tok.VocabSize(), tok.VocabSize()); code != 0 || !strings.Contains(stdout, want) {
+		t.Fatalf("trim: exit %d: %q %q; want %q", code, stdout, stderr, want)
+	}
+	m, err := model.Load(out)
+	if err != nil || m.Config().VocabSize != tok.VocabSize() || m.Support() != tok.VocabSize() {
+		t.Fatalf("trimmed: %v, vocab_size %d", err, m.Config().VocabSize)
+	}
+	in := filepath.Join(dir, "in.jsonl")
+	os.WriteFile(in, []byte(fmt.Sprintf(`{"prompt_ids":[1,2,3],"completion_ids":[4,%d,0]}`+"\n", tok.VocabSize()-1)), 0o644)
+	var scored []string
+	for _, p := range []string{policy, out} {
+		code, stdout, stderr := runCLI(t, testEnv(nil), "model", "logprobs", "--model", p, "--input", in)
+		if code != 0 {
+			t.Fatalf("logprobs of %s: %s", p, stderr)
+		}
+		scored = append(scored, stdout)
+	}
+	if scored[0] != scored[1] {
+		t.Errorf("the trimmed checkpoint scores %s, the padded one %s", scored[1], scored[0])
+	}
+	bare := filepath.Join(dir, "bare")
+	os.MkdirAll(bare, 0o755)
+	for _, f := range []string{"config.json", "model.safetensors"} {
+		data, _ := os.ReadFile(filepath.Join(policy, f))
+		os.WriteFile(filepath.Join(bare, f), data, 0o644)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"already trimmed", []string{"--model", out, "--out", filepath.Join(dir, "again")}, "nothing to trim"},
+		{"no tokenizer", []string{"--model", bare, "--out", filepath.Join(dir, "x")}, "the tokenizer's size is the vocabulary to keep"},
+		{"out exists", []string{"--model", policy, "--out", out}, "already exists"},
+		{"no out", []string{"--model", policy}, "--model and --out are required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := runCLI(t, testEnv(nil), append([]string{"model", "trim"}, tt.args...)...)
+			if code != 2 || !strings.Contains(stderr, tt.want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+				t.Errorf("exit %d: %q; want one line with %q", code, stderr, tt.want)
+			}
+		})
+	}
+}

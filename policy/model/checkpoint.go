@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/legorl/legorl/policy/backend"
 	"github.com/legorl/legorl/policy/safetensors"
@@ -138,6 +140,25 @@ func Load(dir string) (*Model, error) {
 		return nil, err
 	}
 	return &Model{cfg: cfg, p: p, be: backend.NewCPU(), support: support}, nil
+}
+
+// TrimVocab returns a copy of m whose vocabulary is m's Support:
+// vocab_size becomes Support() and the embedding and LM head keep their
+// first Support() rows. It scores, samples and trains exactly as m does
+// (the rows it drops are never an input the tokenizer makes, nor a logit
+// m computes), so a server that knows nothing of the support (vLLM,
+// SGLang) serves it without ever sampling an id the tokenizer cannot
+// decode. The copy runs on m's backend.
+func (m *Model) TrimVocab() *Model {
+	cfg := m.cfg
+	cfg.VocabSize = m.support
+	cfg.MLPOnlyLayers = slices.Clone(cfg.MLPOnlyLayers)
+	cfg.Extra = maps.Clone(cfg.Extra)
+	p := newParams[float32](cfg)
+	for i, t := range p.all { // the same tensors in the same order
+		copy(t.data, m.p.all[i].data) // [vocab, hidden] ones: their first rows
+	}
+	return &Model{cfg: cfg, p: p, be: m.be, support: cfg.VocabSize}
 }
 
 // loadSupport returns the Support of a checkpoint in dir with vocab ids:

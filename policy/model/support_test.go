@@ -177,3 +177,46 @@ func TestSetSupport(t *testing.T) {
 		t.Errorf("SetSupport(5): err = %v, Support() = %d", err, m.Support())
 	}
 }
+
+// TestTrimVocab checks that the trimmed copy of a padded model has the
+// support as its vocabulary and scores and steps bitwise as the padded
+// model does, and that the original is untouched.
+func TestTrimVocab(t *testing.T) {
+	for _, c := range []Config{tinyDense(true), tinyDense(false), tinyMoE(true)} {
+		t.Run(fmt.Sprintf("%s tied=%v", c.ModelType, c.TieWordEmbeddings), func(t *testing.T) {
+			_, padded := paddedPair(t, c, 7)
+			trimmed := padded.TrimVocab()
+			if tc := trimmed.Config(); tc.VocabSize != 7 || trimmed.Support() != 7 || padded.Config().VocabSize != c.VocabSize {
+				t.Fatalf("trimmed vocab_size %d support %d, original vocab_size %d", tc.VocabSize, trimmed.Support(), padded.Config().VocabSize)
+			}
+			if want := padded.NumParams() - (c.VocabSize-7)*c.HiddenSize*map[bool]int{true: 1, false: 2}[c.TieWordEmbeddings]; trimmed.NumParams() != want {
+				t.Errorf("%d parameters, want %d", trimmed.NumParams(), want)
+			}
+			seqs := []Sequence{{Prompt: []int32{1, 2, 3}, Completion: []int32{6, 0, 4}}, {Prompt: []int32{5}, Completion: []int32{2}, Temperature: 0.7}}
+			a, err := padded.Logprobs(seqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := trimmed.Logprobs(seqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range a {
+				if err := sameBits(a[i].Logprobs, b[i].Logprobs); err != nil || fmt.Sprint(a[i].Routing) != fmt.Sprint(b[i].Routing) {
+					t.Errorf("sequence %d: logprobs %v, routing equal %v", i, err, fmt.Sprint(a[i].Routing) == fmt.Sprint(b[i].Routing))
+				}
+			}
+			sa, err := padded.Step([]StepInput{{Cache: padded.NewCache(), IDs: []int32{1, 2, 3}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sb, err := trimmed.Step([]StepInput{{Cache: trimmed.NewCache(), IDs: []int32{1, 2, 3}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sameBits(sa[0].Logits, sb[0].Logits); err != nil {
+				t.Errorf("step logits: %v", err)
+			}
+		})
+	}
+}
