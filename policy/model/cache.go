@@ -54,11 +54,12 @@ func (c *Cache) Truncate(n int) error {
 }
 
 // Extend runs ids at the next positions of the cache and returns the
-// logits (before temperature) of the model's Support that predict the
-// token after the last of them, and the routing of the new tokens, [len(ids)][MoE layers][k] (nil
-// for a dense model). routing, when not nil, is replayed for the new
-// tokens. The logits are those the full forward pass computes for the same
-// token sequence, up to float32 rounding.
+// logits (before temperature, one per id of the model's Support) that
+// predict the token after the last of them, and the routing of the new
+// tokens, [len(ids)][MoE layers][k] (nil for a dense model). routing,
+// when not nil, is replayed for the new tokens. The logits are those the
+// full forward pass computes for the same token sequence, up to float32
+// rounding.
 func (c *Cache) Extend(ids []int32, routing [][][]int16) ([]float32, [][][]int16, error) {
 	cfg := &c.m.cfg
 	if len(ids) == 0 {
