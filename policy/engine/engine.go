@@ -98,7 +98,7 @@ type Engine struct {
 
 	mu      sync.Mutex // guards the fields below, shared with the loop
 	cfg     model.Config
-	support int // the model's Support
+	support int   // the model's Support
 	version int64 // of the latest Swap (or New)
 	inbox   []*request
 	ends    []string
