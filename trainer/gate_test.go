@@ -1,13 +1,20 @@
 package trainer_test
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/legorl/legorl/policy/engine"
 	"github.com/legorl/legorl/policy/model"
+	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/trainer"
 )
 
@@ -216,4 +223,125 @@ func TestGateRoutingReplay(t *testing.T) {
 	if _, err := trainer.Recompute(m, samples, 1000, true, nil); !errors.Is(err, trainer.ErrData) || !strings.Contains(err.Error(), samples[1].Source) {
 		t.Errorf("err %v, want ErrData naming %s", err, samples[1].Source)
 	}
+}
+
+// TestGatePaddedVocabulary samples segments with the engine from a
+// checkpoint whose vocab_size (64, initialised at random) pads past its
+// tokenizer (40 ids), loads the checkpoint as the trainer does (model.Load:
+// the model's support is the tokenizer's size) and requires the
+// train-inference check to pass as tightly as for any engine-sampled
+// data: the engine's logprobs and the trainer's recompute are over the
+// same support. The same tokens scored over the whole vocabulary (the
+// checkpoint without its tokenizer) differ by far more, so the test can
+// fail.
+func TestGatePaddedVocabulary(t *testing.T) {
+	const support = 40
+	for _, moe := range []bool{false, true} {
+		t.Run(map[bool]string{false: "dense", true: "moe"}[moe], func(t *testing.T) {
+			dir, bare := t.TempDir(), t.TempDir()
+			tok := filepath.Join(t.TempDir(), "tokenizer.json")
+			os.WriteFile(tok, []byte(fmt.Sprintf(`{"model":{"vocab":{"a":%d}}}`, support-1)), 0o644)
+			m := tinyModel(t, moe, 3)
+			if err := m.Save(dir, model.SaveOptions{TokenizerFiles: []string{tok}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Save(bare, model.SaveOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			loaded, err := model.Load(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if loaded.Support() != support {
+				t.Fatalf("Support() = %d, want the tokenizer's %d", loaded.Support(), support)
+			}
+			samples := engineSamples(t, loaded, 8, 5)
+
+			rec, err := trainer.Recompute(loaded, samples, 1000, true, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, _, err := trainer.Check(samples, rec, 5, trainer.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o := r.Overall; !r.Passed || !(o.Pearson >= 0.999) || o.MaxAbsDiff > 1e-4 || o.Tokens != 8*12 {
+				t.Errorf("engine vs trainer over the same support: %s", r.Summary())
+			}
+			t.Logf("padded vocabulary (%d of %d ids): %s", support, m.Config().VocabSize, r.Summary())
+
+			whole, err := model.Load(bare)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec, err = trainer.Recompute(whole, samples, 1000, true, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, _, _ = trainer.Check(samples, rec, 5, trainer.Config{MinPearson: -1})
+			if r.Overall.MaxAbsDiff < 0.1 {
+				t.Errorf("scored over the whole vocabulary, max |diff| is only %g: %s", r.Overall.MaxAbsDiff, r.Summary())
+			}
+			t.Logf("the same tokens scored over all %d ids: %s", m.Config().VocabSize, r.Summary())
+
+			// An update on them: two groups of four with varying rewards.
+			data := &trainer.Data{RunID: "pad", Samples: samples, Masked: map[string]int{}}
+			for i := range samples {
+				samples[i].GroupID = fmt.Sprintf("g%d", i/4)
+				data.Rollouts = append(data.Rollouts, trainer.RolloutReward{RolloutID: samples[i].RolloutID, GroupID: samples[i].GroupID, Reward: float64(i % 2)})
+			}
+			before := weights(t, loaded)
+			res, err := newTrainer(t, loaded, trainer.Config{LR: 1e-3}).Iteration(data, 5, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Trained != 8 || len(res.Steps) != 1 || !(res.Steps[0].GradNorm > 0) || bytes.Equal(before, weights(t, loaded)) {
+				t.Errorf("update on the padded model's samples: %d trained, %d steps, weights changed %v", res.Trained, len(res.Steps), !bytes.Equal(before, weights(t, loaded)))
+			}
+		})
+	}
+}
+
+// engineSamples generates n segments of 12 sampled tokens with the local
+// engine from m (policy version `version`), half at temperature 0.7, and
+// returns them as the trainer reads them.
+func engineSamples(t *testing.T, m *model.Model, n int, version int64) []trainer.Sample {
+	t.Helper()
+	e := engine.New(m, version, engine.Options{})
+	defer e.Close()
+	rng := rand.New(rand.NewPCG(9, 9))
+	var out []trainer.Sample
+	for i := range n {
+		prompt := make([]int32, 6)
+		for j := range prompt {
+			prompt[j] = int32(rng.IntN(m.Support()))
+		}
+		s := engine.DefaultSampling(uint64(i))
+		if i%2 == 1 {
+			s.Temperature = 0.7
+		}
+		g, err := e.Generate(context.Background(), engine.Request{Prompt: prompt, MaxTokens: 12, Sampling: s}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seg := schemas.Segment{RunID: "pad", RolloutID: fmt.Sprintf("pad-r%d", i), PromptTokenIDs: prompt,
+			CompletionTokenIDs: g.Tokens, Logprobs: g.Logprobs, PolicyVersions: g.Versions,
+			LossMask: make([]int8, len(g.Tokens)), PolicyVersion: version, FinishReason: g.Finish, Temperature: float32(s.Temperature), TopP: 1}
+		for j := range seg.LossMask {
+			seg.LossMask[j] = 1
+		}
+		if g.Routing != nil {
+			if err := seg.SetRoutes(append(g.PromptRouting, g.Routing...)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		routes, err := seg.Routes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, trainer.Sample{RolloutID: seg.RolloutID, GroupID: "g", Prompt: prompt, Completion: g.Tokens,
+			Mask: seg.LossMask, Logprobs: g.Logprobs, Versions: g.Versions, Routes: routes, Temperature: s.Temperature,
+			Source: fmt.Sprintf("engine sample %d", i)})
+	}
+	return out
 }

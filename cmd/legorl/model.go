@@ -16,23 +16,25 @@ import (
 	"github.com/legorl/legorl/policy/safetensors"
 )
 
-// runModel dispatches `legorl model init|logprobs`.
+// runModel dispatches `legorl model init|trim|logprobs`.
 func runModel(ctx context.Context, env *environ, args []string, stdout, stderr io.Writer) error {
 	sub := map[string]func(context.Context, []string, io.Writer, io.Writer) error{
 		"init":     runModelInit,
+		"trim":     runModelTrim,
 		"logprobs": runModelLogprobs,
 	}
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 		fmt.Fprintln(stderr, "usage: legorl model init --config config.json [--tokenizer tokenizer.json] --out DIR [--seed N] [--dtype f32|bf16]")
+		fmt.Fprintln(stderr, "       legorl model trim --model DIR --out DIR   (vocab_size cut to the tokenizer's size, for vLLM/SGLang)")
 		fmt.Fprintln(stderr, "       legorl model logprobs --model DIR --input FILE.jsonl   (one JSON line out per line in)")
 		return flag.ErrHelp
 	}
 	if len(args) == 0 {
-		return errors.New("want a subcommand: init or logprobs (see legorl model -h)")
+		return errors.New("want a subcommand: init, trim or logprobs (see legorl model -h)")
 	}
 	f, ok := sub[args[0]]
 	if !ok {
-		return fmt.Errorf("unknown subcommand %q: want init or logprobs", args[0])
+		return fmt.Errorf("unknown subcommand %q: want init, trim or logprobs", args[0])
 	}
 	return f(ctx, args[1:], stdout, stderr)
 }
@@ -79,23 +81,73 @@ func runModelInit(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	// Write beside the target and rename, so a failed init leaves nothing.
-	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(*out)), ".legorl-model-*")
+	if err := saveNew(m, *out, model.SaveOptions{DType: dt, TokenizerFiles: toks}); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "legorl model init: wrote %s (%d parameters, %d layers, %d MoE layers, seed %d)\n",
+		*out, m.NumParams(), cfg.NumHiddenLayers, cfg.MoELayers(), *seed)
+	return nil
+}
+
+// saveNew writes m to the folder out, which must not exist, beside it first
+// and renamed, so a failure leaves nothing.
+func saveNew(m *model.Model, out string, opt model.SaveOptions) error {
+	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(out)), ".legorl-model-*")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	if err := m.Save(tmp, model.SaveOptions{DType: dt, TokenizerFiles: toks}); err != nil {
+	if err := m.Save(tmp, opt); err != nil {
 		return err
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, *out); err != nil {
+	return os.Rename(tmp, out)
+}
+
+// runModelTrim writes a copy of a checkpoint whose vocab_size is its
+// tokenizer's size (model.Model.TrimVocab): what a vLLM or SGLang server
+// must serve so that it never samples an id the tokenizer cannot decode.
+func runModelTrim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("model trim", stderr)
+	dir := fs.String("model", "", "checkpoint folder (config.json, safetensors, tokenizer.json) (required)")
+	out := fs.String("out", "", "checkpoint folder to create; must not exist (required)")
+	if err := parseFlags(fs, stderr, args); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "legorl model init: wrote %s (%d parameters, %d layers, %d MoE layers, seed %d)\n",
-		*out, m.NumParams(), cfg.NumHiddenLayers, cfg.MoELayers(), *seed)
+	if *dir == "" || *out == "" {
+		return errors.New("--model and --out are required")
+	}
+	if _, err := os.Stat(*out); err == nil {
+		return fmt.Errorf("--out %s already exists", *out)
+	}
+	if _, err := os.Stat(filepath.Join(*dir, model.TokenizerFile)); err != nil {
+		return fmt.Errorf("--model %s: the tokenizer's size is the vocabulary to keep: %w", *dir, err)
+	}
+	m, err := model.Load(*dir)
+	if err != nil {
+		return err
+	}
+	from := m.Config().VocabSize
+	if m.Support() == from {
+		return fmt.Errorf("--model %s: nothing to trim: vocab_size %d is the tokenizer's size", *dir, from)
+	}
+	var toks []string
+	for _, n := range model.TokenizerFileNames {
+		p := filepath.Join(*dir, n)
+		if _, err := os.Stat(p); err == nil {
+			toks = append(toks, p)
+		}
+	}
+	dt := safetensors.F32
+	if m.Config().TorchDType == "bfloat16" {
+		dt = safetensors.BF16 // exact: the weights were read from bf16
+	}
+	if err := saveNew(m.TrimVocab(), *out, model.SaveOptions{DType: dt, TokenizerFiles: toks}); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "legorl model trim: wrote %s (vocab_size %d -> %d, the tokenizer's ids)\n", *out, from, m.Support())
 	return nil
 }
 

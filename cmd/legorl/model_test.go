@@ -23,7 +23,7 @@ func TestModelInitAndLogprobs(t *testing.T) {
 	cfg := filepath.Join(dir, "config.json")
 	os.WriteFile(cfg, []byte(modelTestConfig), 0o644)
 	tokDir := t.TempDir()
-	os.WriteFile(filepath.Join(tokDir, "tokenizer.json"), []byte(`{}`), 0o644)
+	os.WriteFile(filepath.Join(tokDir, "tokenizer.json"), []byte(`{"model":{"vocab":{"a":49}}}`), 0o644) // vocab_size 50: no padding
 	os.WriteFile(filepath.Join(tokDir, "tokenizer_config.json"), []byte(`{}`), 0o644)
 	out := filepath.Join(dir, "ckpt")
 	env := testEnv(nil)

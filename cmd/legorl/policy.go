@@ -35,8 +35,10 @@ type policyDir struct {
 
 // loadPolicy reads an HF checkpoint folder (config.json, model.safetensors,
 // tokenizer.json). A model whose vocabulary is larger than the tokenizer's
-// (real Qwen3 checkpoints pad it) gets a warning: a sampled id past the
-// tokenizer is bad output, and the call that sampled it fails.
+// (real Qwen3 checkpoints pad it) gets a note: the local engine samples
+// only the tokenizer's ids (the model's Support), and a remote server must
+// be set up to do the same (README, "Remote engines"). A tokenizer larger
+// than the model gets a warning.
 func loadPolicy(dir, cmd string, stderr io.Writer) (*policyDir, error) {
 	m, err := model.Load(dir)
 	if err != nil {
@@ -46,8 +48,11 @@ func loadPolicy(dir, cmd string, stderr io.Writer) (*policyDir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
-	if v := m.Config().VocabSize; v > tok.VocabSize() {
-		fmt.Fprintf(stderr, "legorl %s: warning: the model's vocab_size %d exceeds the tokenizer's %d ids; a sampled id past them is bad output (the call fails)\n", cmd, v, tok.VocabSize())
+	switch v := m.Config().VocabSize; {
+	case v > tok.VocabSize():
+		fmt.Fprintf(stderr, "legorl %s: note: the model's vocab_size %d pads past the tokenizer's %d ids: the engine samples only those (a remote server must too: README, Remote engines)\n", cmd, v, tok.VocabSize())
+	case v < tok.VocabSize():
+		fmt.Fprintf(stderr, "legorl %s: warning: the tokenizer's %d ids exceed the model's vocab_size %d: a prompt with an id past it is refused\n", cmd, tok.VocabSize(), v)
 	}
 	p := &policyDir{model: m, tok: tok}
 	lin, err := trainer.ReadLineage(dir)

@@ -22,7 +22,9 @@ var (
 
 // Sampling is how each token of a generation is drawn. Training rollouts use
 // temperature 1, top-p 1 and no top-k (DefaultSampling); other settings are
-// recorded with the data.
+// recorded with the data. Every setting draws from the model's support
+// only (model.Model.Support, the tokenizer's ids; see the package
+// documentation).
 type Sampling struct {
 	// Temperature divides the logits: positive, or 0 for the default 1 (the
 	// zero Sampling is the training default; 0 does not mean greedy).

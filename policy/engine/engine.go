@@ -14,6 +14,15 @@
 // Requests join and leave between steps; emit callbacks run on the calling
 // goroutine of Generate, so a slow consumer never holds up the batch.
 //
+// # Support
+//
+// The engine samples only ids below the model's Support (model.Model.Support:
+// the size of the checkpoint's tokenizer, which released checkpoints pad
+// the vocabulary past). The model computes no logit for the ids past it,
+// which is masking them to -inf for every sampler setting (temperature,
+// top-k, top-p, greedy), and every recorded logprob is over that support:
+// the distribution the trainer recomputes with the same model.
+//
 // # Determinism
 //
 // The same seed, weights and prompt give the same tokens, logprobs and
@@ -89,6 +98,7 @@ type Engine struct {
 
 	mu      sync.Mutex // guards the fields below, shared with the loop
 	cfg     model.Config
+	support int   // the model's Support
 	version int64 // of the latest Swap (or New)
 	inbox   []*request
 	ends    []string
@@ -126,6 +136,7 @@ func New(m *model.Model, version int64, opt Options) *Engine {
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		cfg:     m.Config(),
+		support: m.Support(),
 		version: version,
 	}
 	e.loop = loopState{sessions: map[string]*session{}}
@@ -145,7 +156,8 @@ func (e *Engine) Version() int64 {
 
 // Swap replaces the weights between two decode steps; see the package
 // documentation for what happens to caches. m must have the vocabulary,
-// context and MoE shape of the current model (a newer checkpoint of it).
+// support, context and MoE shape of the current model (a newer checkpoint
+// of it).
 func (e *Engine) Swap(m *model.Model, version int64) error {
 	if m == nil {
 		return fmt.Errorf("%w: swap to a nil model", ErrInput)
@@ -156,11 +168,11 @@ func (e *Engine) Swap(m *model.Model, version int64) error {
 		return fmt.Errorf("%w: swap", ErrClosed)
 	}
 	a, b := e.cfg, m.Config()
-	if a.VocabSize != b.VocabSize || a.MaxPositionEmbeddings != b.MaxPositionEmbeddings ||
+	if a.VocabSize != b.VocabSize || e.support != m.Support() || a.MaxPositionEmbeddings != b.MaxPositionEmbeddings ||
 		a.MoELayers() != b.MoELayers() || a.NumExpertsPerTok != b.NumExpertsPerTok {
-		return fmt.Errorf("%w: swap to a model of another shape (vocabulary %d, context %d, %d MoE layers of top-%d; want %d, %d, %d, %d)",
-			ErrInput, b.VocabSize, b.MaxPositionEmbeddings, b.MoELayers(), b.NumExpertsPerTok,
-			a.VocabSize, a.MaxPositionEmbeddings, a.MoELayers(), a.NumExpertsPerTok)
+		return fmt.Errorf("%w: swap to a model of another shape (vocabulary %d, support %d, context %d, %d MoE layers of top-%d; want %d, %d, %d, %d, %d)",
+			ErrInput, b.VocabSize, m.Support(), b.MaxPositionEmbeddings, b.MoELayers(), b.NumExpertsPerTok,
+			a.VocabSize, e.support, a.MaxPositionEmbeddings, a.MoELayers(), a.NumExpertsPerTok)
 	}
 	e.cfg, e.version, e.swap = b, version, m
 	e.poke()

@@ -496,3 +496,80 @@ func TestClose(t *testing.T) {
 	}
 	e.Close() // idempotent
 }
+
+// TestPaddedVocabulary generates from a model whose vocabulary (4096 ids,
+// initialised at random) pads past its tokenizer (Support 1024, as a
+// checkpoint with a 1024-id tokenizer.json loads): under every sampler
+// setting no sampled id reaches the padding, and the recorded logprobs are
+// those the trainer recomputes with the same model, over the same
+// support. The same weights without the support sample the padding most
+// of the time, so the test can fail; a swap to a model of another support
+// is refused.
+func TestPaddedVocabulary(t *testing.T) {
+	const support = 1024
+	for _, cfg := range configs {
+		t.Run(cfg, func(t *testing.T) {
+			m := tinyModel(t, cfg, 11, 0)
+			unmasked := New(m, 1, Options{})
+			prompt := randPrompt(11, 16)
+			for i := range prompt {
+				prompt[i] %= support
+			}
+			g := generate(t, unmasked, Request{Prompt: prompt, MaxTokens: 24, Sampling: DefaultSampling(1)})
+			unmasked.Close()
+			padded := 0
+			for _, id := range g.Tokens {
+				if id >= support {
+					padded++
+				}
+			}
+			if padded < len(g.Tokens)/2 {
+				t.Fatalf("without the support only %d of %d tokens are padding ids: the test would not tell", padded, len(g.Tokens))
+			}
+
+			m = tinyModel(t, cfg, 11, 0)
+			if err := m.SetSupport(support); err != nil {
+				t.Fatal(err)
+			}
+			e := New(m, 1, Options{})
+			defer e.Close()
+			tests := []struct {
+				name string
+				s    Sampling
+			}{
+				{"training default", DefaultSampling(1)},
+				{"temperature 0.6", Sampling{Temperature: 0.6, Seed: 2}},
+				{"temperature 1.8", Sampling{Temperature: 1.8, Seed: 3}},
+				{"top-p 0.9", Sampling{TopP: 0.9, Seed: 4}},
+				{"top-k 50", Sampling{TopK: 50, Seed: 5}},
+				{"top-k 5000 (past the support)", Sampling{TopK: 5000, Seed: 6}},
+				{"greedy", Sampling{TopK: 1}},
+			}
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					g := generate(t, e, Request{Prompt: prompt, MaxTokens: 24, Sampling: tt.s})
+					for i, id := range g.Tokens {
+						if id < 0 || id >= support {
+							t.Fatalf("token %d is id %d, outside the support of %d", i, id, support)
+						}
+					}
+					if tt.s.TopK != 0 || tt.s.TopP != 0 {
+						return // a cut distribution: the recompute is of the full one
+					}
+					res, err := m.Logprobs([]model.Sequence{{Prompt: prompt, Completion: g.Tokens, Temperature: tt.s.Temperature}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					for i, lp := range g.Logprobs {
+						if d := math.Abs(float64(lp - res[0].Logprobs[i])); d > 1e-4 {
+							t.Errorf("token %d: logprob %g, the model's recompute %g", i, lp, res[0].Logprobs[i])
+						}
+					}
+				})
+			}
+			if err := e.Swap(tinyModel(t, cfg, 12, 0), 2); !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), "support 4096") {
+				t.Errorf("swap to a model of another support: err = %v", err)
+			}
+		})
+	}
+}

@@ -78,7 +78,7 @@ func (r *recorder) AdamW(p, g, m, v []float32, s backend.AdamWStep) {
 // each method with the caches left as they were.
 func TestModelRunsOnItsBackend(t *testing.T) {
 	c := tinyMoE(true) // dense and MoE layers
-	m := &Model{cfg: c, p: randomParams[float32](c, 5), be: backend.NewCPU()}
+	m := &Model{cfg: c, p: randomParams[float32](c, 5), be: backend.NewCPU(), support: c.VocabSize}
 	seqs := []Sequence{{Prompt: []int32{1, 2, 3}, Completion: []int32{4, 5}, Temperature: 0.7}}
 	want, err := m.Logprobs(seqs)
 	if err != nil {

@@ -6,7 +6,7 @@ import "github.com/legorl/legorl/policy/backend"
 // the caches of a training forward pass.
 func (ps *pass[T]) backward(g *params[T]) {
 	c := ps.c
-	d, V, S := c.HiddenSize, c.VocabSize, ps.S
+	d, V, S := c.HiddenSize, ps.V, ps.S
 	C := S - ps.P
 	dxFn := make([]T, S*d)
 	if C > 0 {
@@ -14,7 +14,8 @@ func (ps *pass[T]) backward(g *params[T]) {
 		dlogits := ps.probs
 		ps.ops.LogprobsBack(dlogits, V, ps.ids[ps.P:], ps.w, ps.temp)
 		rows := ps.xFn[(ps.P-1)*d : (S-1)*d]
-		linearBack(ps.ops, dlogits, C, V, rows, d, ps.p.lmHead.data, g.lmHead.data, dxFn[(ps.P-1)*d:(S-1)*d])
+		// The LM head rows past the support made no logit: no gradient.
+		linearBack(ps.ops, dlogits, C, V, rows, d, ps.p.lmHead.data[:V*d], g.lmHead.data[:V*d], dxFn[(ps.P-1)*d:(S-1)*d])
 	}
 	dx := make([]T, S*d)
 	rmsnormBack(ps.ops, dxFn, ps.xF, S, d, ps.p.norm.data, ps.rF, g.norm.data, dx)

@@ -54,11 +54,12 @@ func (c *Cache) Truncate(n int) error {
 }
 
 // Extend runs ids at the next positions of the cache and returns the
-// logits (before temperature) that predict the token after the last of
-// them, and the routing of the new tokens, [len(ids)][MoE layers][k] (nil
-// for a dense model). routing, when not nil, is replayed for the new
-// tokens. The logits are those the full forward pass computes for the same
-// token sequence, up to float32 rounding.
+// logits (before temperature, one per id of the model's Support) that
+// predict the token after the last of them, and the routing of the new
+// tokens, [len(ids)][MoE layers][k] (nil for a dense model). routing,
+// when not nil, is replayed for the new tokens. The logits are those the
+// full forward pass computes for the same token sequence, up to float32
+// rounding.
 func (c *Cache) Extend(ids []int32, routing [][][]int16) ([]float32, [][][]int16, error) {
 	cfg := &c.m.cfg
 	if len(ids) == 0 {
@@ -67,20 +68,20 @@ func (c *Cache) Extend(ids []int32, routing [][][]int16) ([]float32, [][][]int16
 	if n := c.kv.n + len(ids); cfg.MaxPositionEmbeddings > 0 && n > cfg.MaxPositionEmbeddings {
 		return nil, nil, fmt.Errorf("%w: %d positions exceed max_position_embeddings %d", ErrInput, n, cfg.MaxPositionEmbeddings)
 	}
-	if err := cfg.check(0, Sequence{Prompt: ids, Routing: routing}); err != nil {
+	if err := cfg.check(0, Sequence{Prompt: ids, Routing: routing}, c.m.support); err != nil {
 		return nil, nil, err
 	}
 	need := c.kv.n + len(ids)
 	if len(c.rope.cos) < need*cfg.HeadDim/2 {
 		c.rope = newRope[float32](max(need, 2*len(c.rope.cos)/max(1, cfg.HeadDim/2), 64), cfg.HeadDim, cfg.RopeTheta)
 	}
-	ps := &pass[float32]{c: cfg, ops: c.m.be, p: c.m.p, ids: ids, S: len(ids), P: len(ids), temp: 1, replay: routing,
+	ps := &pass[float32]{c: cfg, ops: c.m.be, p: c.m.p, V: c.m.support, ids: ids, S: len(ids), P: len(ids), temp: 1, replay: routing,
 		block: attnBlock, pos0: c.kv.n, kv: &c.kv, rope: c.rope}
 	ps.forward()
 	c.kv.n = need
 	d := cfg.HiddenSize
 	last := ps.xFn[(len(ids)-1)*d:]
-	logits := linear(c.m.be, last, 1, d, c.m.p.lmHead.data, cfg.VocabSize)
+	logits := linear(c.m.be, last, 1, d, c.m.p.lmHead.data[:c.m.support*d], c.m.support)
 	if err := c.m.backendErr(); err != nil {
 		_ = c.Truncate(need - len(ids)) // drop the new positions
 		return nil, nil, err

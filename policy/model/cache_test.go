@@ -26,7 +26,7 @@ func logSoftmaxAt(z []float32, target int32) float64 {
 func TestCacheMatchesFullForward(t *testing.T) {
 	for name, c := range map[string]Config{"dense": tinyDense(true), "moe": tinyMoE(true)} {
 		t.Run(name, func(t *testing.T) {
-			m := &Model{cfg: c, p: randomParams[float32](c, 60), be: backend.NewCPU()}
+			m := &Model{cfg: c, p: randomParams[float32](c, 60), be: backend.NewCPU(), support: c.VocabSize}
 			var ids []int32
 			for i := range 150 {
 				ids = append(ids, int32((i*7+3)%c.VocabSize))

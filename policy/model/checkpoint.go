@@ -5,19 +5,26 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/legorl/legorl/policy/backend"
 	"github.com/legorl/legorl/policy/safetensors"
+	"github.com/legorl/legorl/policy/tokenizer"
 )
 
 // ConfigFile is the name of a checkpoint's config.
 const ConfigFile = "config.json"
 
+// TokenizerFile is the name of a checkpoint's tokenizer; its size is the
+// model's Support.
+const TokenizerFile = "tokenizer.json"
+
 // TokenizerFileNames are the tokenizer files of an HF checkpoint folder that
 // travel with the weights.
-var TokenizerFileNames = []string{"tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt",
+var TokenizerFileNames = []string{TokenizerFile, "tokenizer_config.json", "vocab.json", "merges.txt",
 	"special_tokens_map.json", "added_tokens.json", "generation_config.json"}
 
 // SaveOptions control Save.
@@ -91,7 +98,9 @@ func copyFile(src, dst string) error {
 // Load reads a checkpoint folder in the Hugging Face layout: config.json and
 // model.safetensors or a sharded model.safetensors.index.json, F32 or BF16.
 // Every tensor the config implies must be present with its shape, and no
-// other tensor may be; errors name the tensor.
+// other tensor may be; errors name the tensor. The model's Support is the
+// size of the folder's tokenizer.json (tokenizer.LoadSize), capped at
+// vocab_size; without a tokenizer.json it is vocab_size.
 func Load(dir string) (*Model, error) {
 	cfg, err := LoadConfig(filepath.Join(dir, ConfigFile))
 	if err != nil {
@@ -126,5 +135,42 @@ func Load(dir string) (*Model, error) {
 	if name := p.nonFinite(); name != "" {
 		return nil, fmt.Errorf("%w: %s: tensor %q holds NaN or infinity", ErrCheckpoint, dir, name)
 	}
-	return &Model{cfg: cfg, p: p, be: backend.NewCPU()}, nil
+	support, err := loadSupport(dir, cfg.VocabSize)
+	if err != nil {
+		return nil, err
+	}
+	return &Model{cfg: cfg, p: p, be: backend.NewCPU(), support: support}, nil
+}
+
+// TrimVocab returns a copy of m whose vocabulary is m's Support:
+// vocab_size becomes Support() and the embedding and LM head keep their
+// first Support() rows. It scores, samples and trains exactly as m does
+// (the rows it drops are never an input the tokenizer makes, nor a logit
+// m computes), so a server that knows nothing of the support (vLLM,
+// SGLang) serves it without ever sampling an id the tokenizer cannot
+// decode. The copy runs on m's backend.
+func (m *Model) TrimVocab() *Model {
+	cfg := m.cfg
+	cfg.VocabSize = m.support
+	cfg.MLPOnlyLayers = slices.Clone(cfg.MLPOnlyLayers)
+	cfg.Extra = maps.Clone(cfg.Extra)
+	p := newParams[float32](cfg)
+	for i, t := range p.all { // the same tensors in the same order
+		copy(t.data, m.p.all[i].data) // [vocab, hidden] ones: their first rows
+	}
+	return &Model{cfg: cfg, p: p, be: m.be, support: cfg.VocabSize}
+}
+
+// loadSupport returns the Support of a checkpoint in dir with vocab ids:
+// the size of its tokenizer.json, at most vocab; vocab without one.
+func loadSupport(dir string, vocab int) (int, error) {
+	path := filepath.Join(dir, TokenizerFile)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return vocab, nil
+	}
+	n, err := tokenizer.LoadSize(path)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s: the tokenizer's size bounds the ids the model samples: %w", ErrCheckpoint, dir, err)
+	}
+	return min(n, vocab), nil
 }

@@ -18,6 +18,11 @@
 // selection and optional renormalisation. Internally every layer is generic
 // over float32 and float64; the public Model is float32, and the float64
 // instantiation exists for finite-difference gradient checks.
+//
+// A model scores only the ids of its support (Model.Support): the size of
+// the checkpoint's tokenizer, which released checkpoints pad the
+// vocabulary past. Every logit, logprob and gradient of the LM head is
+// over the support; Load reads it from tokenizer.json.
 package model
 
 import (

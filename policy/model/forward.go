@@ -37,6 +37,7 @@ type pass[T Float] struct {
 	c      *Config
 	ops    backend.Ops[T]
 	p      *params[T]
+	V      int // ids the head scores: Model.Support, the first V rows of the LM head
 	rope   ropeTable[T]
 	ids    []int32
 	S, P   int
@@ -85,16 +86,18 @@ func (ps *pass[T]) forward() {
 
 // head computes the logprob of each completion token from the final hidden
 // state of the position before it, and when training keeps the softmax.
+// Only the first V rows of the LM head (the support) make logits: the ids
+// past them are out of the softmax, as if their logits were -inf.
 func (ps *pass[T]) head() {
 	c := ps.c
-	d, V := c.HiddenSize, c.VocabSize
+	d, V := c.HiddenSize, ps.V
 	C := ps.S - ps.P
 	ps.logprobs = make([]T, C)
 	if C == 0 {
 		return
 	}
 	rows := ps.xFn[(ps.P-1)*d : (ps.S-1)*d]
-	logits := linear(ps.ops, rows, C, d, ps.p.lmHead.data, V)
+	logits := linear(ps.ops, rows, C, d, ps.p.lmHead.data[:V*d], V)
 	ps.ops.Logprobs(ps.logprobs, logits, V, ps.ids[ps.P:], 1/ps.temp, ps.train)
 	if ps.train {
 		ps.probs = logits

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -44,7 +45,9 @@ func randomParams[T Float](c Config, seed uint64) *params[T] {
 	return p
 }
 
-func testSeqs(c Config, seed uint64) ([]Sequence, [][]float32) {
+// testSeqs returns two sequences whose completion ids are below support
+// (Model.Support) and their loss weights.
+func testSeqs(c Config, support int, seed uint64) ([]Sequence, [][]float32) {
 	r := rand.New(rand.NewPCG(seed, 3))
 	var seqs []Sequence
 	var ws [][]float32
@@ -55,7 +58,7 @@ func testSeqs(c Config, seed uint64) ([]Sequence, [][]float32) {
 		}
 		var w []float32
 		for range n[1] {
-			s.Completion = append(s.Completion, int32(r.IntN(c.VocabSize)))
+			s.Completion = append(s.Completion, int32(r.IntN(support)))
 			w = append(w, float32(r.IntN(7)-3)/4)
 		}
 		seqs, ws = append(seqs, s), append(ws, w)
@@ -63,10 +66,10 @@ func testSeqs(c Config, seed uint64) ([]Sequence, [][]float32) {
 	return seqs, ws
 }
 
-func loss64(c *Config, p *params[float64], seqs []Sequence, ws [][]float32) float64 {
+func loss64(c *Config, p *params[float64], support int, seqs []Sequence, ws [][]float32) float64 {
 	var L float64
 	for i, s := range seqs {
-		ps := newPass[float64](backend.CPUOps[float64]{}, c, p, s)
+		ps := newPass[float64](backend.CPUOps[float64]{}, c, p, support, s)
 		ps.block = 2 // exercise the causal blocks of attention on short sequences
 		ps.forward()
 		for t, lp := range ps.logprobs {
@@ -76,11 +79,11 @@ func loss64(c *Config, p *params[float64], seqs []Sequence, ws [][]float32) floa
 	return L
 }
 
-func grad64(c *Config, p *params[float64], seqs []Sequence, ws [][]float32) (*params[float64], []Result) {
+func grad64(c *Config, p *params[float64], support int, seqs []Sequence, ws [][]float32) (*params[float64], []Result) {
 	g := newParams[float64](*c)
 	var res []Result
 	for i, s := range seqs {
-		ps := newPass[float64](backend.CPUOps[float64]{}, c, p, s)
+		ps := newPass[float64](backend.CPUOps[float64]{}, c, p, support, s)
 		ps.block = 2
 		ps.train, ps.w = true, ws[i]
 		ps.forward()
@@ -95,18 +98,23 @@ func grad64(c *Config, p *params[float64], seqs []Sequence, ws [][]float32) (*pa
 // untied LM head) and MoE (with and without renormalised top-k, with a
 // dense mlp_only layer, and with replayed routing) models: embedding,
 // RMSNorms, q/k/v/o projections, q/k norms (through RoPE and attention),
-// SwiGLU MLPs, routers, experts and LM head.
+// SwiGLU MLPs, routers, experts and LM head. The padded cases score only
+// the first 7 of 11 ids (Model.Support below vocab_size): their LM head
+// rows past the support must get no gradient.
 func TestGradientCheck(t *testing.T) {
 	tests := []struct {
-		name   string
-		cfg    Config
-		replay bool
+		name    string
+		cfg     Config
+		replay  bool
+		support int // 0: vocab_size
 	}{
-		{"dense tied", tinyDense(true), false},
-		{"dense untied", tinyDense(false), false},
-		{"moe norm_topk", tinyMoE(true), false},
-		{"moe raw topk", tinyMoE(false), false},
-		{"moe replay", tinyMoE(true), true},
+		{"dense tied", tinyDense(true), false, 0},
+		{"dense untied", tinyDense(false), false, 0},
+		{"moe norm_topk", tinyMoE(true), false, 0},
+		{"moe raw topk", tinyMoE(false), false, 0},
+		{"moe replay", tinyMoE(true), true, 0},
+		{"dense tied padded", tinyDense(true), false, 7},
+		{"dense untied padded", tinyDense(false), false, 7},
 	}
 	for ti, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -115,7 +123,8 @@ func TestGradientCheck(t *testing.T) {
 				t.Fatal(err)
 			}
 			p := randomParams[float64](c, uint64(ti+1))
-			seqs, ws := testSeqs(c, uint64(ti+10))
+			support := cmp.Or(tc.support, c.VocabSize)
+			seqs, ws := testSeqs(c, support, uint64(ti+10))
 			if tc.replay {
 				// Replay a routing unlike the router's own choice: the
 				// lowest-probability experts, reversed.
@@ -131,7 +140,14 @@ func TestGradientCheck(t *testing.T) {
 					}
 				}
 			}
-			g, res := grad64(&c, p, seqs, ws)
+			g, res := grad64(&c, p, support, seqs, ws)
+			if !c.TieWordEmbeddings {
+				for j, v := range g.lmHead.data[support*c.HiddenSize:] {
+					if v != 0 {
+						t.Fatalf("lm_head gradient %g at row %d, past the support of %d", v, support+j/c.HiddenSize, support)
+					}
+				}
+			}
 			if tc.replay {
 				for i := range seqs {
 					if fmt.Sprint(res[i].Routing) != fmt.Sprint(seqs[i].Routing) {
@@ -160,9 +176,9 @@ func TestGradientCheck(t *testing.T) {
 				for _, j := range idx {
 					old := pt.data[j]
 					pt.data[j] = old + h
-					lp := loss64(&c, p, seqs, ws)
+					lp := loss64(&c, p, support, seqs, ws)
 					pt.data[j] = old - h
-					lm := loss64(&c, p, seqs, ws)
+					lm := loss64(&c, p, support, seqs, ws)
 					pt.data[j] = old
 					num := (lp - lm) / (2 * h)
 					ana := gt.data[j]
@@ -183,11 +199,11 @@ func TestBackwardFloat32(t *testing.T) {
 	c := tinyMoE(true)
 	p64 := randomParams[float64](c, 42)
 	p32 := randomParams[float32](c, 42)
-	m := &Model{cfg: c, p: p32, be: backend.NewCPU()}
-	seqs, ws := testSeqs(c, 43)
+	m := &Model{cfg: c, p: p32, be: backend.NewCPU(), support: c.VocabSize}
+	seqs, ws := testSeqs(c, c.VocabSize, 43)
 	seqs = append(seqs, seqs...)
 	ws = append(ws, ws...)
-	g64, _ := grad64(&c, p64, seqs, ws)
+	g64, _ := grad64(&c, p64, c.VocabSize, seqs, ws)
 	g := m.NewGrads()
 	if _, err := m.Backward(seqs, ws, g); err != nil {
 		t.Fatal(err)
@@ -211,8 +227,8 @@ func TestBackwardFloat32(t *testing.T) {
 // number of weights is an error that leaves the gradients untouched.
 func TestBackwardFunc(t *testing.T) {
 	c := tinyMoE(true)
-	m := &Model{cfg: c, p: randomParams[float32](c, 50), be: backend.NewCPU()}
-	seqs, _ := testSeqs(c, 51)
+	m := &Model{cfg: c, p: randomParams[float32](c, 50), be: backend.NewCPU(), support: c.VocabSize}
+	seqs, _ := testSeqs(c, c.VocabSize, 51)
 	ppo := func(i int, lp []float32) []float32 {
 		w := make([]float32, len(lp))
 		for t, v := range lp {

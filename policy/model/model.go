@@ -16,6 +16,9 @@ type Model struct {
 	cfg Config
 	p   *params[float32]
 	be  backend.Backend
+	// support is the number of ids the model's distribution covers
+	// (Support); at most cfg.VocabSize.
+	support int
 }
 
 // InitStd is the standard deviation of the normal initialisation of every
@@ -29,7 +32,7 @@ func New(cfg Config, seed uint64) (*Model, error) {
 	}
 	p := newParams[float32](cfg)
 	p.initRandom(seed, InitStd)
-	return &Model{cfg: cfg, p: p, be: backend.NewCPU()}, nil
+	return &Model{cfg: cfg, p: p, be: backend.NewCPU(), support: cfg.VocabSize}, nil
 }
 
 // SetBackend makes the model's passes, steps and optimizer updates run on
@@ -57,6 +60,30 @@ func (m *Model) backendErr() error {
 
 // Config returns the model's configuration.
 func (m *Model) Config() Config { return m.cfg }
+
+// Support returns the number of token ids the model's distribution covers:
+// ids 0 to Support()-1. Logprobs, Backward, Step and Cache.Extend compute
+// the logits of these ids only, which is the same as setting the logits of
+// the ids past them to -inf, so the model never scores, trains or (through
+// the engine) samples an id its tokenizer cannot decode. Released
+// checkpoints pad the embedding and LM head past the tokenizer (every
+// Qwen3: vocab_size 151936 for 151,669 ids); Load sets the support to the
+// size of the checkpoint's tokenizer.json, so the engine, the trainer and
+// the audit, which all load checkpoints with Load, use the same one. It is
+// Config().VocabSize for a model made by New or loaded from a folder
+// without a tokenizer.json.
+func (m *Model) Support() int { return m.support }
+
+// SetSupport sets Support to n, between 1 and Config().VocabSize: the size
+// of the tokenizer, for a model made by New. It must not be called while
+// other methods run.
+func (m *Model) SetSupport(n int) error {
+	if n < 1 || n > m.cfg.VocabSize {
+		return fmt.Errorf("%w: support of %d ids for vocab_size %d", ErrInput, n, m.cfg.VocabSize)
+	}
+	m.support = n
+	return nil
+}
 
 // NumParams returns the number of scalar parameters (a tied LM head counts
 // once).
@@ -87,8 +114,10 @@ type Result struct {
 	Routing [][][]int16
 }
 
-// check validates a sequence against the config.
-func (c *Config) check(i int, s Sequence) error {
+// check validates a sequence against the config; every completion token
+// must be below support (Model.Support), every prompt token below the
+// vocabulary.
+func (c *Config) check(i int, s Sequence, support int) error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: sequence %d: "+format, append([]any{ErrInput, i}, a...)...)
 	}
@@ -104,6 +133,11 @@ func (c *Config) check(i int, s Sequence) error {
 			if id < 0 || int(id) >= c.VocabSize {
 				return bad("%s token %d is id %d, outside the vocabulary of %d", [2]string{"prompt", "completion"}[j], k, id, c.VocabSize)
 			}
+		}
+	}
+	for k, id := range s.Completion {
+		if int(id) >= support {
+			return bad("completion token %d is id %d, outside the model's support of %d ids (its tokenizer's size; vocab_size %d)", k, id, support, c.VocabSize)
 		}
 	}
 	if t := s.Temperature; t != 0 && (!(t > 0) || math.IsInf(t, 0)) {
@@ -142,14 +176,16 @@ func (c *Config) check(i int, s Sequence) error {
 	return nil
 }
 
-func newPass[T Float](o backend.Ops[T], c *Config, p *params[T], s Sequence) *pass[T] {
+// newPass prepares the forward pass of s whose head scores the first
+// support ids (Model.Support).
+func newPass[T Float](o backend.Ops[T], c *Config, p *params[T], support int, s Sequence) *pass[T] {
 	ids := make([]int32, 0, len(s.Prompt)+len(s.Completion))
 	ids = append(append(ids, s.Prompt...), s.Completion...)
 	temp := s.Temperature
 	if temp == 0 {
 		temp = 1
 	}
-	return &pass[T]{c: c, ops: o, p: p, ids: ids, block: attnBlock, S: len(ids), P: len(s.Prompt), temp: temp, replay: s.Routing,
+	return &pass[T]{c: c, ops: o, p: p, V: support, ids: ids, block: attnBlock, S: len(ids), P: len(s.Prompt), temp: temp, replay: s.Routing,
 		rope: newRope[T](len(ids), c.HeadDim, c.RopeTheta)}
 }
 
@@ -162,17 +198,17 @@ func toResult[T Float](ps *pass[T]) Result {
 }
 
 // Logprobs runs the forward pass of each sequence, in parallel across
-// sequences, and returns the logprob of every completion token and the
-// routing.
+// sequences, and returns the logprob of every completion token, under the
+// softmax over the model's Support, and the routing.
 func (m *Model) Logprobs(seqs []Sequence) ([]Result, error) {
 	for i, s := range seqs {
-		if err := m.cfg.check(i, s); err != nil {
+		if err := m.cfg.check(i, s, m.support); err != nil {
 			return nil, err
 		}
 	}
 	out := make([]Result, len(seqs))
 	backend.ParallelFor(len(seqs), func(i int) {
-		ps := newPass(m.be, &m.cfg, m.p, seqs[i])
+		ps := newPass(m.be, &m.cfg, m.p, m.support, seqs[i])
 		ps.forward()
 		out[i] = toResult(ps)
 	})
@@ -225,7 +261,7 @@ type WeightFunc func(i int, logprobs []float32) []float32
 // over the length) without a second forward pass. On error g is unchanged.
 func (m *Model) BackwardFunc(seqs []Sequence, weights WeightFunc, g *Grads) ([]Result, error) {
 	for i, s := range seqs {
-		if err := m.cfg.check(i, s); err != nil {
+		if err := m.cfg.check(i, s, m.support); err != nil {
 			return nil, err
 		}
 	}
@@ -247,7 +283,7 @@ func (m *Model) BackwardFunc(seqs []Sequence, weights WeightFunc, g *Grads) ([]R
 		go func() {
 			defer wg.Done()
 			for i := w; i < len(seqs); i += workers {
-				ps := newPass(m.be, &m.cfg, m.p, seqs[i])
+				ps := newPass(m.be, &m.cfg, m.p, m.support, seqs[i])
 				ps.train = true
 				ps.forward()
 				out[i] = toResult(ps)

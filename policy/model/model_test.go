@@ -96,7 +96,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 				m := mustNew(t, c, 1)
 				dir := t.TempDir()
 				tok := filepath.Join(t.TempDir(), "tokenizer.json")
-				os.WriteFile(tok, []byte(`{"model":{}}`), 0o644)
+				os.WriteFile(tok, []byte(fmt.Sprintf(`{"model":{"vocab":{"a":%d}}}`, c.VocabSize-1)), 0o644) // a size Load reads
 				if err := m.Save(dir, SaveOptions{DType: dt, TokenizerFiles: []string{tok}}); err != nil {
 					t.Fatal(err)
 				}
@@ -373,7 +373,7 @@ func TestAdamW(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seqs, _ := testSeqs(c, 8)
+	seqs, _ := testSeqs(c, c.VocabSize, 8)
 	ws := make([][]float32, len(seqs))
 	for i, s := range seqs {
 		for range s.Completion {
@@ -505,7 +505,7 @@ func TestAdamWResume(t *testing.T) {
 	m := mustNew(t, c, 70)
 	cfg := AdamWConfig{LR: 0.01, WeightDecay: 0.1, MaxGradNorm: 1}
 	opt, _ := NewAdamW(m, cfg)
-	seqs, ws := testSeqs(c, 71)
+	seqs, ws := testSeqs(c, c.VocabSize, 71)
 	step := func(m *Model, o *AdamW) {
 		g := m.NewGrads()
 		if _, err := m.Backward(seqs, ws, g); err != nil {

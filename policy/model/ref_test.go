@@ -91,7 +91,7 @@ func refModel(c Config, seed uint64) *Model {
 			}
 		}
 	}
-	return &Model{cfg: c, p: p, be: backend.NewCPU()}
+	return &Model{cfg: c, p: p, be: backend.NewCPU(), support: c.VocabSize}
 }
 
 func refInputs(c Config, seed uint64) []Sequence {

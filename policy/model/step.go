@@ -22,7 +22,9 @@ type StepInput struct {
 
 // StepOutput is one sequence's result of a Step.
 type StepOutput struct {
-	// Logits (before temperature) predict the token after the last of IDs.
+	// Logits (before temperature) predict the token after the last of IDs:
+	// one per id of the model's Support, which may be fewer than the
+	// vocabulary (the ids past it are never sampled).
 	Logits []float32
 	// Routing is the experts of each of IDs in every MoE layer,
 	// [len(IDs)][MoE layers][k], in descending router probability; nil for
@@ -140,8 +142,8 @@ func (st *step) run() []StepOutput {
 		copy(xl[j*d:(j+1)*d], x[r*d:(r+1)*d])
 	}
 	xn, _ := rmsnorm(st.m.be, xl, len(last), d, st.m.p.norm.data, cfg.RMSNormEps)
-	V := cfg.VocabSize
-	logits := st.rowLinear(xn, len(last), d, st.m.p.lmHead.data, V)
+	V := st.m.support // the ids past it get no logit: they cannot be sampled
+	logits := st.rowLinear(xn, len(last), d, st.m.p.lmHead.data[:V*d], V)
 	out := make([]StepOutput, len(st.in))
 	j := 0
 	st.spans(func(i, row0 int) {

@@ -166,7 +166,7 @@ func TestStepInvariant(t *testing.T) {
 func TestStepMatchesLogprobsSmall(t *testing.T) {
 	for name, c := range map[string]Config{"dense": tinyDense(true), "moe": tinyMoE(true)} {
 		t.Run(name, func(t *testing.T) {
-			m := &Model{cfg: c, p: randomParams[float32](c, 61), be: backend.NewCPU()}
+			m := &Model{cfg: c, p: randomParams[float32](c, 61), be: backend.NewCPU(), support: c.VocabSize}
 			ids := randomIDs(rand.New(rand.NewPCG(1, 1)), 40, c.VocabSize)
 			full, err := m.Logprobs([]Sequence{{Prompt: ids[:1], Completion: ids[1:]}})
 			if err != nil {
@@ -194,8 +194,8 @@ func TestStepMatchesLogprobsSmall(t *testing.T) {
 func TestStepErrors(t *testing.T) {
 	c := tinyDense(true)
 	c.MaxPositionEmbeddings = 8
-	m := &Model{cfg: c, p: randomParams[float32](c, 1), be: backend.NewCPU()}
-	other := &Model{cfg: c, p: m.p, be: backend.NewCPU()}
+	m := &Model{cfg: c, p: randomParams[float32](c, 1), be: backend.NewCPU(), support: c.VocabSize}
+	other := &Model{cfg: c, p: m.p, be: backend.NewCPU(), support: c.VocabSize}
 	a := m.NewCache()
 	if _, err := m.Step([]StepInput{{Cache: a, IDs: []int32{1, 2, 3}}}); err != nil {
 		t.Fatal(err)

@@ -64,8 +64,12 @@ func (g *gen) add(ids []int64, lps []number, version int64) error {
 	}
 	vals := make([]float32, len(ids))
 	for i, id := range ids {
-		if id < 0 || id >= int64(e.opt.VocabSize) {
+		switch {
+		case id < 0:
 			return e.badOutput("token %d is id %d, outside the vocabulary of %d", n+i, id, e.opt.VocabSize)
+		case id >= int64(e.opt.VocabSize):
+			return e.badOutput("token %d is id %d, past the tokenizer's %d ids: the server sampled the model's vocabulary padding "+
+				"(serve a checkpoint trimmed to the tokenizer, legorl model trim; README, Remote engines)", n+i, id, e.opt.VocabSize)
 		}
 		v, err := logprob(lps[i])
 		if err != nil {

@@ -3,6 +3,7 @@ package remote_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -312,8 +313,9 @@ func TestErrors(t *testing.T) {
 		{name: "positive logprob", reply: remotetest.Reply{Tokens: []int32{5}, Logprobs: []float64{0.5}}, want: engine.ErrBadOutput, text: "> 0"},
 		{name: "vLLM -inf stand-in", reply: remotetest.Reply{Tokens: []int32{5}, Logprobs: []float64{-9999}}, want: engine.ErrBadOutput, text: "probability 0"},
 		{name: "python NaN literal", only: "vLLM", reply: remotetest.Reply{Raw: `{"choices":[{"index":0,"logprobs":{"tokens":["token_id:5"],"token_logprobs":[NaN]},"finish_reason":"length","token_ids":[5]}]}`}, want: engine.ErrBadOutput, text: "logprob is NaN"},
-		{name: "oov id", reply: remotetest.Reply{Tokens: []int32{5, vocab}}, want: engine.ErrBadOutput, text: "outside the vocabulary"},
-		{name: "oov id stream", opt: remote.Options{Stream: true}, reply: remotetest.Reply{Tokens: []int32{vocab + 7}}, want: engine.ErrBadOutput, text: "outside the vocabulary"},
+		{name: "padded id", reply: remotetest.Reply{Tokens: []int32{5, vocab}}, want: engine.ErrBadOutput, text: fmt.Sprintf("token 1 is id %d, past the tokenizer's %d ids: the server sampled the model's vocabulary padding", vocab, vocab)},
+		{name: "padded id stream", opt: remote.Options{Stream: true}, reply: remotetest.Reply{Tokens: []int32{vocab + 7}}, want: engine.ErrBadOutput, text: fmt.Sprintf("token 0 is id %d, past the tokenizer's %d ids", vocab+7, vocab)},
+		{name: "negative id", reply: remotetest.Reply{Tokens: []int32{-2}}, want: engine.ErrBadOutput, text: "token 0 is id -2, outside the vocabulary"},
 		{name: "ids disagree", reply: remotetest.Reply{Tokens: []int32{5, 6}, IDs: []int32{5, 7}}, want: engine.ErrBadOutput, text: "disagree"},
 		{name: "ids shorter", reply: remotetest.Reply{Tokens: []int32{5, 6}, IDs: []int32{5}}, want: engine.ErrBadOutput, text: "disagree"},
 		{name: "logprobs missing", only: "vLLM", reply: remotetest.Reply{Raw: `{"choices":[{"index":0,"logprobs":{"tokens":["token_id:5","token_id:6"],"token_logprobs":[-1]},"finish_reason":"length","token_ids":[5,6]}]}`}, want: engine.ErrBadOutput, text: "2 token ids but 1 logprobs"},

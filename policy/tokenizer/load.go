@@ -54,15 +54,78 @@ func Load(path string) (*Tokenizer, error) {
 	return t, nil
 }
 
+// LoadSize returns the VocabSize of the tokenizer in a tokenizer.json file
+// (the largest id of model.vocab and added_tokens, plus one) without
+// building it: a model checkpoint reads its tokenizer's size this way to
+// know which of its ids can be decoded (model.Load). A file Load accepts
+// gives the same number; LoadSize checks only the ids.
+func LoadSize(path string) (int, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrFormat, err)
+	}
+	var f struct {
+		AddedTokens []addedJSON `json:"added_tokens"`
+		Model       *struct {
+			Vocab json.RawMessage `json:"vocab"`
+		} `json:"model"`
+	}
+	if err := json.Unmarshal(data, &f); err != nil {
+		return 0, fmt.Errorf("%s: %w: %v", path, ErrFormat, err)
+	}
+	if f.Model == nil {
+		return 0, fmt.Errorf("%s: %w: no model", path, ErrFormat)
+	}
+	var vocab map[string]int32
+	if !isNull(f.Model.Vocab) {
+		if vocab, err = parseVocab(f.Model.Vocab); err != nil {
+			return 0, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	n, err := vocabSize(vocab, f.AddedTokens)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	return n, nil
+}
+
+// vocabSize is the number of ids of a tokenizer with these vocabulary and
+// added tokens: the largest id plus one.
+func vocabSize(vocab map[string]int32, added []addedJSON) (int, error) {
+	if len(vocab) == 0 {
+		return 0, fmt.Errorf("%w: empty model.vocab", ErrFormat)
+	}
+	maxID := int32(-1)
+	for tok, id := range vocab {
+		if id < 0 {
+			return 0, fmt.Errorf("%w: vocab token %q has negative id %d", ErrFormat, tok, id)
+		}
+		maxID = max(maxID, id)
+	}
+	for _, a := range added {
+		if a.ID == nil || *a.ID < 0 {
+			return 0, fmt.Errorf("%w: added token %q has no valid id", ErrFormat, a.Content)
+		}
+		maxID = max(maxID, *a.ID)
+	}
+	if maxID >= 1<<24 {
+		return 0, fmt.Errorf("%w: token id %d is too large", ErrFormat, maxID)
+	}
+	return int(maxID) + 1, nil
+}
+
+// addedJSON is one entry of added_tokens.
+type addedJSON struct {
+	ID         *int32 `json:"id"`
+	Content    string `json:"content"`
+	Special    bool   `json:"special"`
+	LStrip     bool   `json:"lstrip"`
+	RStrip     bool   `json:"rstrip"`
+	SingleWord bool   `json:"single_word"`
+}
+
 type fileJSON struct {
-	AddedTokens []struct {
-		ID         *int32 `json:"id"`
-		Content    string `json:"content"`
-		Special    bool   `json:"special"`
-		LStrip     bool   `json:"lstrip"`
-		RStrip     bool   `json:"rstrip"`
-		SingleWord bool   `json:"single_word"`
-	} `json:"added_tokens"`
+	AddedTokens  []addedJSON     `json:"added_tokens"`
 	Normalizer   json.RawMessage `json:"normalizer"`
 	PreTokenizer json.RawMessage `json:"pre_tokenizer"`
 	Decoder      json.RawMessage `json:"decoder"`
@@ -110,8 +173,9 @@ func Parse(data []byte) (*Tokenizer, error) {
 			return nil, err
 		}
 	}
-	if len(vocab) == 0 {
-		return nil, fmt.Errorf("%w: empty model.vocab", ErrFormat)
+	size, err := vocabSize(vocab, f.AddedTokens)
+	if err != nil {
+		return nil, err
 	}
 	t := &Tokenizer{ids: make(map[string]int32, len(vocab)+len(f.AddedTokens)), cache: newCache()}
 	if err := t.setNormalizer(f.Normalizer); err != nil {
@@ -125,23 +189,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 	}
 
 	// Vocabulary: id -> bytes, and the single-byte tokens.
-	maxID := int32(-1)
-	for tok, id := range vocab {
-		if id < 0 {
-			return nil, fmt.Errorf("%w: vocab token %q has negative id %d", ErrFormat, tok, id)
-		}
-		maxID = max(maxID, id)
-	}
-	for _, a := range f.AddedTokens {
-		if a.ID == nil || *a.ID < 0 {
-			return nil, fmt.Errorf("%w: added token %q has no valid id", ErrFormat, a.Content)
-		}
-		maxID = max(maxID, *a.ID)
-	}
-	if maxID >= 1<<24 {
-		return nil, fmt.Errorf("%w: token id %d is too large", ErrFormat, maxID)
-	}
-	t.size = int(maxID) + 1
+	t.size = size
 	t.pieces = make([][]byte, t.size)
 	owner := make([]string, t.size)
 	for tok, id := range vocab {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"maps"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -218,6 +220,58 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("err = %v, want %v naming %q on one line", err, tt.sentinel, tt.want)
 			}
 		})
+	}
+}
+
+// TestLoadSize checks that LoadSize gives the VocabSize of the loaded
+// tokenizer (added tokens past the vocabulary count) and refuses what Parse
+// refuses about ids.
+func TestLoadSize(t *testing.T) {
+	small := string(trainSmall(t))
+	withAdded := strings.Replace(small, `"added_tokens": [`, `"added_tokens": [{"id": 1500, "content": "<|pad|>", "special": true}, `, 1)
+	if withAdded == small {
+		t.Fatal("fixture lacks added_tokens")
+	}
+	tests := []struct {
+		name, json string
+		want       int    // the size; 0 when an error is expected
+		err        string // part of the error
+	}{
+		{"small", small, 0, ""},
+		{"added token past the vocabulary", withAdded, 1501, ""},
+		{"not json", `{"model":`, 0, "unexpected end"},
+		{"no model", `{"added_tokens":[]}`, 0, "no model"},
+		{"empty vocab", `{"model":{"vocab":{}}}`, 0, "empty model.vocab"},
+		{"negative id", `{"model":{"vocab":{"a":-3}}}`, 0, "negative id"},
+		{"added without id", `{"added_tokens":[{"content":"x"}],"model":{"vocab":{"a":0}}}`, 0, "no valid id"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "tokenizer.json")
+			if err := os.WriteFile(path, []byte(tt.json), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, err := LoadSize(path)
+			if tt.err != "" {
+				if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), tt.err) || !strings.Contains(err.Error(), path) {
+					t.Fatalf("LoadSize = %d, %v; want ErrFormat naming %q and the file", got, err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok, err := Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tok.VocabSize() || (tt.want != 0 && got != tt.want) {
+				t.Errorf("LoadSize = %d, Load's VocabSize %d, want %d", got, tok.VocabSize(), max(tt.want, tok.VocabSize()))
+			}
+		})
+	}
+	if _, err := LoadSize(filepath.Join(t.TempDir(), "missing.json")); !errors.Is(err, ErrFormat) {
+		t.Errorf("missing file: err = %v, want ErrFormat", err)
 	}
 }
 
