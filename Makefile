@@ -68,7 +68,7 @@ test-harnesses: $(HARNESS_STAMP) pytest-ref ## install the pinned npm harnesses 
 # `make fuzz FUZZTIME=5m` before a release: a new finding there fails the run,
 # and CI is not the place to discover it.
 TEST_FUZZ_TARGETS := ./storage:FuzzDecodeFile ./proxy:FuzzDecodeChat ./proxy:FuzzDecodeResponses ./proxy:FuzzDecodeMessages
-FUZZ_TARGETS := ./storage:FuzzDecodeFile ./policy/chat:FuzzQwen3Parse ./policy/chat:FuzzQwen3CoderParse ./policy/chat:FuzzPyJSON ./policy/tokenizer:FuzzEncodeDecode \
+FUZZ_TARGETS := ./storage:FuzzDecodeFile ./policy/chat:FuzzQwen3Parse ./policy/chat:FuzzQwen3CoderParse ./policy/chat:FuzzPyJSON ./policy/tokenizer:FuzzEncodeDecode ./policy/tokenizer:FuzzParse \
 	./policy/safetensors:FuzzParseHeader ./policy/model:FuzzParseConfig ./policy/kernels:FuzzSgemm \
 	./sandbox/docker:FuzzExtractTar ./tasks:FuzzParsePatch \
 	./proxy:FuzzDecodeChat ./proxy:FuzzDecodeResponses ./proxy:FuzzDecodeMessages \
