@@ -42,6 +42,7 @@ import (
 	"github.com/legorl/legorl/pipelines/rollout"
 	"github.com/legorl/legorl/pipelines/runner"
 	"github.com/legorl/legorl/policy/backend"
+	"github.com/legorl/legorl/policy/checkpoint"
 	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/tasks"
 	"github.com/legorl/legorl/trainer"
@@ -434,14 +435,7 @@ func (l *looper) storeResult(ctx context.Context, res *Result) error {
 
 // policyVersion is a checkpoint's version: lineage.json's, or 0.
 func policyVersion(dir string) (int64, error) {
-	lin, err := trainer.ReadLineage(dir)
-	if err != nil {
-		return 0, err
-	}
-	if lin == nil {
-		return 0, nil
-	}
-	return lin.Version, nil
+	return checkpoint.Version(dir)
 }
 
 func exists(path string) bool {

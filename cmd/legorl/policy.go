@@ -6,10 +6,10 @@ import (
 	"path/filepath"
 
 	"github.com/legorl/legorl/policy/chat"
+	"github.com/legorl/legorl/policy/checkpoint"
 	"github.com/legorl/legorl/policy/model"
 	"github.com/legorl/legorl/policy/tokenizer"
 	"github.com/legorl/legorl/proxy"
-	"github.com/legorl/legorl/trainer"
 )
 
 // templates are the chat templates --template names.
@@ -50,12 +50,8 @@ func loadPolicy(dir, cmd string, stderr io.Writer) (*policyDir, error) {
 		fmt.Fprintf(stderr, "legorl %s: warning: the model's vocab_size %d exceeds the tokenizer's %d ids; a sampled id past them is bad output (the call fails)\n", cmd, v, tok.VocabSize())
 	}
 	p := &policyDir{model: m, tok: tok}
-	lin, err := trainer.ReadLineage(dir)
-	if err != nil {
+	if p.version, err = checkpoint.Version(dir); err != nil {
 		return nil, err
-	}
-	if lin != nil {
-		p.version = lin.Version
 	}
 	return p, nil
 }

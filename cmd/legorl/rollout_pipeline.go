@@ -19,9 +19,9 @@ import (
 
 	"github.com/legorl/legorl/pipelines/rollout"
 	"github.com/legorl/legorl/pipelines/runner"
+	"github.com/legorl/legorl/policy/checkpoint"
 	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/tasks"
-	"github.com/legorl/legorl/trainer"
 	"github.com/legorl/legorl/transforms"
 )
 
@@ -178,13 +178,9 @@ func pipelineConfig(ctx context.Context, env *environ, sf *storeFlags, a rollout
 	if _, err := os.Stat(filepath.Join(policy, "tokenizer.json")); err != nil {
 		return fail(fmt.Errorf("policy: %w", err))
 	}
-	lin, err := trainer.ReadLineage(policy)
+	polVersion, err := checkpoint.Version(policy)
 	if err != nil {
 		return fail(err)
-	}
-	var polVersion int64
-	if lin != nil {
-		polVersion = lin.Version
 	}
 	if a.agent == "" {
 		if a.agent, err = findAgent(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/legorl/legorl/policy/engine"
+	"github.com/legorl/legorl/policy/infer"
 	"github.com/legorl/legorl/policy/remote"
 	"github.com/legorl/legorl/proxy"
 	"github.com/legorl/legorl/schemas"
@@ -97,7 +98,7 @@ func runServe(ctx context.Context, env *environ, args []string, stdout, stderr i
 		return fmt.Errorf("unknown --remote %q: want vllm or sglang", *remoteKind)
 	}
 	p, err := proxy.New(proxy.Options{Generator: gen, Tokenizer: pol.tok, Template: tmpl, ModelName: *modelName,
-		Sampling:      engine.Sampling{Temperature: *temperature, TopP: *topP, TopK: *topK},
+		Sampling:      infer.Sampling{Temperature: *temperature, TopP: *topP, TopK: *topK},
 		MaxTokens:     *maxTokens,
 		Logger:        slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		ServerMetrics: proxy.NewServerMetrics(reg)})

@@ -25,6 +25,26 @@ var Layers = []Layer{
 	{"internal", []string{"cmd"}}, // test-only helpers; may look at everything
 }
 
+// Forbidden lists imports that the layer table allows but the design does
+// not: a consumer of a contract package must not import an implementation
+// of it. From and To are package paths under the module (a path covers its
+// subpackages); only non-test imports count (tests may build the real
+// thing).
+var Forbidden = []Edge{
+	// The proxy consumes the generation contract (policy/infer), whichever
+	// engine implements it.
+	{"proxy", "policy/engine", "the proxy consumes policy/infer"},
+	// The vLLM/SGLang adapters implement the contract beside the engine.
+	{"policy/remote", "policy/engine", "the remote adapters implement policy/infer"},
+	// Checkpoint headers come from policy/checkpoint; the rollout side
+	// never needs the trainer.
+	{"proxy", "trainer", "read checkpoint headers with policy/checkpoint"},
+	{"transforms", "trainer", "read checkpoint headers with policy/checkpoint"},
+}
+
+// Edge is one forbidden import and why.
+type Edge struct{ From, To, Why string }
+
 // Layer is one top-level package and the packages it may import directly.
 type Layer struct {
 	Name    string

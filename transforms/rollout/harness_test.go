@@ -13,6 +13,7 @@ import (
 	"github.com/legorl/legorl/harness/harnesstest"
 	"github.com/legorl/legorl/policy/chat"
 	"github.com/legorl/legorl/policy/engine"
+	"github.com/legorl/legorl/policy/infer"
 	"github.com/legorl/legorl/policy/model"
 	"github.com/legorl/legorl/proxy"
 	"github.com/legorl/legorl/schemas"
@@ -122,7 +123,7 @@ func TestHarnessScripted(t *testing.T) {
 // OpenCode's title) from side, and the others from main.
 type sideScripted struct{ main, side proxy.Generator }
 
-func (s *sideScripted) Generate(ctx context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error) {
+func (s *sideScripted) Generate(ctx context.Context, req infer.Request, emit func(infer.Token)) (infer.Generation, error) {
 	if text, err := fx.tok.Decode(req.Prompt); err == nil && !strings.Contains(string(text), "<tools>") {
 		return s.side.Generate(ctx, req, emit)
 	}
@@ -230,7 +231,7 @@ type capped struct {
 	requests atomic.Int64
 }
 
-func (c *capped) Generate(ctx context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error) {
+func (c *capped) Generate(ctx context.Context, req infer.Request, emit func(infer.Token)) (infer.Generation, error) {
 	c.requests.Add(1)
 	if req.MaxTokens <= 0 || req.MaxTokens > c.n {
 		req.MaxTokens = c.n

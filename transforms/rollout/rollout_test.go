@@ -21,6 +21,7 @@ import (
 	"github.com/legorl/legorl/harness/agent"
 	"github.com/legorl/legorl/policy/chat"
 	"github.com/legorl/legorl/policy/engine"
+	"github.com/legorl/legorl/policy/infer"
 	"github.com/legorl/legorl/policy/model"
 	"github.com/legorl/legorl/policy/tokenizer"
 	"github.com/legorl/legorl/proxy"
@@ -205,7 +206,7 @@ type scripted struct {
 	calls map[string]int
 }
 
-func (s *scripted) Generate(ctx context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error) {
+func (s *scripted) Generate(ctx context.Context, req infer.Request, emit func(infer.Token)) (infer.Generation, error) {
 	s.mu.Lock()
 	if s.calls == nil {
 		s.calls = map[string]int{}
@@ -215,16 +216,16 @@ func (s *scripted) Generate(ctx context.Context, req engine.Request, emit func(e
 	s.mu.Unlock()
 	if s.hook != nil {
 		if err := s.hook(call); err != nil {
-			return engine.Generation{}, err
+			return infer.Generation{}, err
 		}
 	}
 	text := s.texts[min(call, len(s.texts)-1)] + "<|im_end|>"
-	g := engine.Generation{Finish: engine.FinishStop, PromptTokens: len(req.Prompt)}
+	g := infer.Generation{Finish: infer.FinishStop, PromptTokens: len(req.Prompt)}
 	for _, id := range s.tok.EncodeSpecial(text) {
 		if err := ctx.Err(); err != nil {
-			return engine.Generation{}, err
+			return infer.Generation{}, err
 		}
-		t := engine.Token{ID: id, Logprob: -0.1, Version: 1}
+		t := infer.Token{ID: id, Logprob: -0.1, Version: 1}
 		emit(t)
 		g.Tokens = append(g.Tokens, t.ID)
 		g.Logprobs = append(g.Logprobs, t.Logprob)
@@ -543,7 +544,7 @@ func TestMaskedEnds(t *testing.T) {
 	bad.Snapshot = "/nonexistent/repo"
 	overlong := &scripted{tok: fx.tok, texts: []string{"```bash\nls\n```"}, hook: func(call int) error {
 		if call == 1 {
-			return fmt.Errorf("%w: 5000 tokens", engine.ErrOverlong)
+			return fmt.Errorf("%w: 5000 tokens", infer.ErrOverlong)
 		}
 		return nil
 	}}
