@@ -60,7 +60,7 @@ $(HARNESS_STAMP): tools/harnesses/package.json
 	@touch $@
 
 test-harnesses: $(HARNESS_STAMP) pytest-ref ## install the pinned npm harnesses and run each through rollouts in the local sandbox
-	LEGORL_HARNESSES=1 LEGORL_HARNESS_CACHE=$(CURDIR)/tools/harnesses $(GO) test -count=1 -timeout 30m -run '^TestHarness' ./harness/... ./transforms/rollout ./cmd/legorl
+	LEGORL_HARNESSES=1 LEGORL_HARNESS_CACHE=$(CURDIR)/tools/harnesses $(GO) test -count=1 -timeout 30m -run '^TestHarness' ./harness/... ./rollout ./cmd/legorl
 
 # Every fuzz target, as package:target; each runs for FUZZTIME. `make test` runs
 # their seed corpora (go test does) and fuzzes only TEST_FUZZ_TARGETS, the

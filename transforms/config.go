@@ -62,7 +62,7 @@ type Config struct {
 	// (all groups of all DoFns there share the bound). Defaults to 4.
 	Parallel int
 
-	// Deadlines of a rollout's phases (transforms/rollout.Config): setup
+	// Deadlines of a rollout's phases (rollout.Config): setup
 	// (workspace, harness install, sandbox boot) defaults to 5 minutes, the
 	// agent to 30 minutes, grading to 10 minutes.
 	SetupTimeout time.Duration

@@ -12,7 +12,7 @@ import (
 	"github.com/legorl/legorl/harness"
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
-	"github.com/legorl/legorl/transforms/rollout"
+	"github.com/legorl/legorl/rollout"
 )
 
 // runGroup runs a group whose claim does not exist yet: its rollouts side

@@ -27,7 +27,7 @@ import (
 	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/tasks"
 	"github.com/legorl/legorl/tasks/builtin"
-	"github.com/legorl/legorl/transforms/rollout"
+	"github.com/legorl/legorl/rollout"
 )
 
 // Unit tests build pipelines on the direct runner. The test binary doubles

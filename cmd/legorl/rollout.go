@@ -20,7 +20,7 @@ import (
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/tasks"
-	"github.com/legorl/legorl/transforms/rollout"
+	"github.com/legorl/legorl/rollout"
 )
 
 // agentProgram is the built-in agents' program, looked for beside legorl.

@@ -10,7 +10,7 @@ import (
 	"github.com/legorl/legorl/harness/scripted"
 	"github.com/legorl/legorl/policy/tokenizer"
 	"github.com/legorl/legorl/trainer"
-	"github.com/legorl/legorl/transforms/rollout"
+	"github.com/legorl/legorl/rollout"
 )
 
 // TestSFT runs `legorl sft demos` for both agents on a generated suite and

@@ -16,7 +16,8 @@ var Layers = []Layer{
 	{"sandbox", []string{"tasks"}},
 	{"proxy", []string{"policy", "schemas", "sandbox"}}, // sandbox: Listen, to serve inside a sandbox
 	{"harness", []string{"sandbox"}},
-	{"transforms", []string{"schemas", "storage", "tasks", "policy", "sandbox", "proxy", "harness"}},
+	{"rollout", []string{"schemas", "storage", "tasks", "policy", "sandbox", "proxy", "harness"}},
+	{"transforms", []string{"rollout"}},
 	{"pipelines", []string{"transforms"}},
 	{"trainer", []string{"policy", "storage", "schemas"}},
 	{"loop", []string{"pipelines", "trainer"}},
@@ -39,6 +40,7 @@ var Forbidden = []Edge{
 	// Checkpoint headers come from policy/checkpoint; the rollout side
 	// never needs the trainer.
 	{"proxy", "trainer", "read checkpoint headers with policy/checkpoint"},
+	{"rollout", "trainer", "read checkpoint headers with policy/checkpoint"},
 	{"transforms", "trainer", "read checkpoint headers with policy/checkpoint"},
 }
 

@@ -19,7 +19,7 @@ import (
 	"github.com/legorl/legorl/proxy"
 	"github.com/legorl/legorl/sandbox/grade"
 	"github.com/legorl/legorl/sandbox/local"
-	"github.com/legorl/legorl/transforms/rollout"
+	"github.com/legorl/legorl/rollout"
 )
 
 // The benchmarks run the two-task suite with G=2 (4 rollouts, bash agent,
