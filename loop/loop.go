@@ -74,7 +74,7 @@ type Options struct {
 	TrainMetrics *trainer.Metrics
 	// Backend runs SFT and the updates (the trainer's recompute, gradients
 	// and optimizer). Defaults to the CPU backend. The rollout pipelines'
-	// engines run on the CPU backend.
+	// engines open the backend of the same name in their worker processes.
 	Backend backend.Backend
 }
 
@@ -337,7 +337,9 @@ func (l *looper) rolloutConfig(iteration int, policy string, version int64, h, s
 	if run == "" {
 		run = cfg.Run
 	}
+	compute, precision := computeOf(l.o.Backend)
 	return transforms.Config{
+		Compute: compute, Precision: precision,
 		Store: cfg.Store, S3Endpoint: cfg.S3Endpoint, RunID: run, Iteration: int32(iteration), Stage: stage, Group: group,
 		Harness: h, MaxTurns: cfg.Rollout.MaxTurns, AgentBinary: l.o.AgentBinary, Policy: policy, PolicyVersion: version,
 		Template: cfg.Rollout.Template, MaxTokens: cfg.Rollout.MaxTokens, Backend: cfg.Rollout.Backend, Parallel: cfg.Rollout.Parallel,

@@ -76,7 +76,7 @@ func setup(t *testing.T) {
 		fx.inst = &ins[0]
 		fx.backend = local.New(local.Options{})
 		fx.grader = grade.New(fx.backend, grade.Options{})
-		fx.tok, fx.err = tokenizer.Load("../../policy/tokenizer/testdata/small/tokenizer.json")
+		fx.tok, fx.err = tokenizer.Load("../policy/tokenizer/testdata/small/tokenizer.json")
 		if fx.err != nil {
 			return
 		}
