@@ -248,6 +248,14 @@ func newTap(t *testing.T, gen proxy.Generator, maxTokens int) *tap {
 // tokenizer's (a sampled id past the tokenizer's would not decode).
 func randomPolicy(t *testing.T) *engine.Engine {
 	t.Helper()
+	e := engine.New(randomModel(t), 1, engine.Options{})
+	t.Cleanup(e.Close)
+	return e
+}
+
+// randomModel is randomPolicy's model.
+func randomModel(t *testing.T) *model.Model {
+	t.Helper()
 	cfg, err := model.ParseConfig([]byte(fmt.Sprintf(`{"model_type": "qwen3", "vocab_size": %d, "hidden_size": 64,
 		"intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
 		"max_position_embeddings": 4096, "tie_word_embeddings": true}`, fx.tok.VocabSize())))
@@ -258,9 +266,7 @@ func randomPolicy(t *testing.T) *engine.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := engine.New(m, 1, engine.Options{})
-	t.Cleanup(e.Close)
-	return e
+	return m
 }
 
 func config(p Proxy, h harness.Harness, id string) Config {

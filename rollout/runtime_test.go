@@ -19,16 +19,7 @@ import (
 func savedPolicy(t *testing.T, version int64) string {
 	t.Helper()
 	setup(t)
-	cfg, err := model.ParseConfig([]byte(fmt.Sprintf(`{"model_type": "qwen3", "vocab_size": %d, "hidden_size": 64,
-		"intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-		"max_position_embeddings": 4096, "tie_word_embeddings": true}`, fx.tok.VocabSize())))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.New(cfg, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := randomModel(t)
 	dir := t.TempDir()
 	if err := m.Save(dir, model.SaveOptions{TokenizerFiles: []string{"../policy/tokenizer/testdata/small/tokenizer.json"}}); err != nil {
 		t.Fatal(err)
