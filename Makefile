@@ -60,7 +60,7 @@ $(HARNESS_STAMP): tools/harnesses/package.json
 	@touch $@
 
 test-harnesses: $(HARNESS_STAMP) pytest-ref ## install the pinned npm harnesses and run each through rollouts in the local sandbox
-	LEGORL_HARNESSES=1 LEGORL_HARNESS_CACHE=$(CURDIR)/tools/harnesses $(GO) test -count=1 -timeout 30m -run '^TestHarness' ./harness/... ./transforms/rollout ./cmd/legorl
+	LEGORL_HARNESSES=1 LEGORL_HARNESS_CACHE=$(CURDIR)/tools/harnesses $(GO) test -count=1 -timeout 30m -run '^TestHarness' ./harness/... ./rollout ./cmd/legorl
 
 # Every fuzz target, as package:target; each runs for FUZZTIME. `make test` runs
 # their seed corpora (go test does) and fuzzes only TEST_FUZZ_TARGETS, the
@@ -68,7 +68,7 @@ test-harnesses: $(HARNESS_STAMP) pytest-ref ## install the pinned npm harnesses 
 # `make fuzz FUZZTIME=5m` before a release: a new finding there fails the run,
 # and CI is not the place to discover it.
 TEST_FUZZ_TARGETS := ./storage:FuzzDecodeFile ./proxy:FuzzDecodeChat ./proxy:FuzzDecodeResponses ./proxy:FuzzDecodeMessages
-FUZZ_TARGETS := ./storage:FuzzDecodeFile ./policy/chat:FuzzQwen3Parse ./policy/chat:FuzzQwen3CoderParse ./policy/chat:FuzzPyJSON ./policy/tokenizer:FuzzEncodeDecode \
+FUZZ_TARGETS := ./storage:FuzzDecodeFile ./policy/chat:FuzzQwen3Parse ./policy/chat:FuzzQwen3CoderParse ./policy/chat:FuzzPyJSON ./policy/tokenizer:FuzzEncodeDecode ./policy/tokenizer:FuzzParse \
 	./policy/safetensors:FuzzParseHeader ./policy/model:FuzzParseConfig ./policy/kernels:FuzzSgemm \
 	./sandbox/docker:FuzzExtractTar ./tasks:FuzzParsePatch \
 	./proxy:FuzzDecodeChat ./proxy:FuzzDecodeResponses ./proxy:FuzzDecodeMessages \

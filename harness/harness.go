@@ -3,7 +3,7 @@
 // inside a sandbox pointed at the proxy (command line, environment, config
 // files), and how to read its final result.
 //
-// The runner (transforms/rollout) drives a Harness through this lifecycle:
+// The runner (rollout) drives a Harness through this lifecycle:
 // Install once into a cache folder on the host (shown read-only inside the
 // sandbox at Env.ProgramDir); per rollout, Command with the rollout's Env
 // (the proxy base URL http://127.0.0.1:PORT/rollout/<id>/v1 inside the

@@ -42,6 +42,7 @@ import (
 	"github.com/legorl/legorl/pipelines/rollout"
 	"github.com/legorl/legorl/pipelines/runner"
 	"github.com/legorl/legorl/policy/backend"
+	"github.com/legorl/legorl/policy/checkpoint"
 	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/tasks"
 	"github.com/legorl/legorl/trainer"
@@ -73,7 +74,7 @@ type Options struct {
 	TrainMetrics *trainer.Metrics
 	// Backend runs SFT and the updates (the trainer's recompute, gradients
 	// and optimizer). Defaults to the CPU backend. The rollout pipelines'
-	// engines run on the CPU backend.
+	// engines open the backend of the same name in their worker processes.
 	Backend backend.Backend
 }
 
@@ -336,7 +337,9 @@ func (l *looper) rolloutConfig(iteration int, policy string, version int64, h, s
 	if run == "" {
 		run = cfg.Run
 	}
+	compute, precision := computeOf(l.o.Backend)
 	return transforms.Config{
+		Compute: compute, Precision: precision,
 		Store: cfg.Store, S3Endpoint: cfg.S3Endpoint, RunID: run, Iteration: int32(iteration), Stage: stage, Group: group,
 		Harness: h, MaxTurns: cfg.Rollout.MaxTurns, AgentBinary: l.o.AgentBinary, Policy: policy, PolicyVersion: version,
 		Template: cfg.Rollout.Template, MaxTokens: cfg.Rollout.MaxTokens, Backend: cfg.Rollout.Backend, Parallel: cfg.Rollout.Parallel,
@@ -434,14 +437,7 @@ func (l *looper) storeResult(ctx context.Context, res *Result) error {
 
 // policyVersion is a checkpoint's version: lineage.json's, or 0.
 func policyVersion(dir string) (int64, error) {
-	lin, err := trainer.ReadLineage(dir)
-	if err != nil {
-		return 0, err
-	}
-	if lin == nil {
-		return 0, nil
-	}
-	return lin.Version, nil
+	return checkpoint.Version(dir)
 }
 
 func exists(path string) bool {

@@ -2,7 +2,6 @@ package monitor
 
 import (
 	"fmt"
-	"html/template"
 	"math"
 	"net/url"
 	"sort"
@@ -17,7 +16,7 @@ import (
 type panelDef struct {
 	ID, Title, Help string
 	Data            func(v *view) (any, error)
-	HTML            func(v *view, data any) template.HTML
+	HTML            func(v *view, data any) frag
 }
 
 // panels lists the dashboard's panels in page order.
@@ -80,47 +79,6 @@ func nums(n ...Num) []float64 {
 	return out
 }
 
-// tb writes an HTML table; cells are already escaped HTML.
-type tb struct {
-	b strings.Builder
-}
-
-func (t *tb) head(cols ...string) {
-	t.b.WriteString(`<div class="tw"><table><thead><tr>`)
-	for _, c := range cols {
-		t.b.WriteString("<th>" + esc(c) + "</th>")
-	}
-	t.b.WriteString("</tr></thead><tbody>")
-}
-
-// row starts a row with attributes (name, value pairs).
-func (t *tb) row(attrs ...string) {
-	t.b.WriteString("<tr" + attr(attrs...) + ">")
-}
-
-// cell writes a cell with data-k=key (omitted when empty) and text.
-func (t *tb) cell(key, text string, attrs ...string) {
-	if key != "" {
-		attrs = append([]string{"data-k", key}, attrs...)
-	}
-	t.b.WriteString("<td" + attr(attrs...) + ">" + esc(text) + "</td>")
-}
-
-func (t *tb) raw(html string) { t.b.WriteString(html) }
-
-func (t *tb) end() string {
-	t.b.WriteString("</tbody></table></div>")
-	return t.b.String()
-}
-
-func attr(kv ...string) string {
-	var b strings.Builder
-	for i := 0; i+1 < len(kv); i += 2 {
-		fmt.Fprintf(&b, ` %s="%s"`, kv[i], esc(kv[i+1]))
-	}
-	return b.String()
-}
-
 func iterXs(its []int) []float64 {
 	out := make([]float64, len(its))
 	for i, it := range its {
@@ -148,7 +106,7 @@ func overviewData(v *view) (any, error) {
 	return d, nil
 }
 
-func overviewHTML(v *view, data any) template.HTML {
+func overviewHTML(v *view, data any) frag {
 	d := data.(OverviewData)
 	var t tb
 	t.head("table", "files read", "rows", "status")
@@ -166,9 +124,8 @@ func overviewHTML(v *view, data any) template.HTML {
 			text += ": " + strings.Join(why, "; ")
 		}
 		t.cell("status", text)
-		t.raw("</tr>")
 	}
-	out := t.end()
+	out := frag{t.end()}
 	if len(d.Manifests) > 0 {
 		var m tb
 		m.head("iteration", "stage", "version", "files", "committed")
@@ -179,11 +136,10 @@ func overviewHTML(v *view, data any) template.HTML {
 			m.cell("version", itoa(man.Version))
 			m.cell("files", itoa(man.Files))
 			m.cell("committed", man.CommittedAt.UTC().Format("2006-01-02 15:04:05Z"))
-			m.raw("</tr>")
 		}
-		out += fmt.Sprintf(`<details><summary>%d manifests</summary>%s</details>`, len(d.Manifests), m.end())
+		out = append(out, node{Details: &details{Summary: fmt.Sprintf("%d manifests", len(d.Manifests)), Body: frag{m.end()}}})
 	}
-	return template.HTML(out)
+	return out
 }
 
 // ---- reward ----
@@ -196,7 +152,7 @@ func rewardData(v *view) (any, error) {
 	return rewardCurves(rs), nil
 }
 
-func rewardHTML(v *view, data any) template.HTML {
+func rewardHTML(v *view, data any) frag {
 	d := data.(RewardData)
 	var ls []line
 	for i, s := range d.Series {
@@ -221,9 +177,8 @@ func rewardHTML(v *view, data any) template.HTML {
 			t.cell("pass_rate", fmt.Sprintf("%s (%d/%d)", fmtNum(p.PassRate, 3), p.Solved, p.Completed),
 				"data-iter", itoa(p.Iteration), "title", fmt.Sprintf("mean reward %s, %d masked", fmtNum(p.MeanReward, 3), p.Masked))
 		}
-		t.raw("</tr>")
 	}
-	return chart + template.HTML(t.end())
+	return frag{chart, t.end()}
 }
 
 // ---- outcomes ----
@@ -236,7 +191,7 @@ func outcomesData(v *view) (any, error) {
 	return outcomes(rs), nil
 }
 
-func outcomesHTML(v *view, data any) template.HTML {
+func outcomesHTML(v *view, data any) frag {
 	d := data.(OutcomeData)
 	var xs []float64
 	for _, r := range d.Rows {
@@ -271,9 +226,8 @@ func outcomesHTML(v *view, data any) template.HTML {
 		t.cell("masked", countsText(r.Masked, r.MaskedBy, d.MaskReasons), "title", errorsText(r.Errors))
 		t.cell("no_gradient", itoa(r.NoGradient))
 		t.cell("zero_variance", fmt.Sprintf("%d/%d", r.ZeroVarianceGroups, r.Groups))
-		t.raw("</tr>")
 	}
-	return chart + template.HTML(t.end())
+	return frag{chart, t.end()}
 }
 
 // countsText is "N" or "N: a 2, b 1" in the order of keys.
@@ -323,7 +277,6 @@ func distTable(t *tb, rows []Dist, label string) {
 		t.cell("p50", fmtNum(r.P50, 0))
 		t.cell("p90", fmtNum(r.P90, 0))
 		t.cell("max", fmtNum(r.Max, 0))
-		t.raw("</tr>")
 	}
 }
 
@@ -335,7 +288,7 @@ func turnsData(v *view) (any, error) {
 	return turns(rs), nil
 }
 
-func turnsHTML(v *view, data any) template.HTML {
+func turnsHTML(v *view, data any) frag {
 	d := data.(TurnsData)
 	c := lineChart(chartOpts{Title: "turns: median, p10–p90", XLabel: "iteration", YLabel: "turns", XInt: true, YMin: 0, YMax: math.NaN(), XMin: math.NaN(), XMax: math.NaN()},
 		[]line{distLine("turns", color(0), d.Rows)})
@@ -343,7 +296,7 @@ func turnsHTML(v *view, data any) template.HTML {
 	var t tb
 	t.head("iteration", "rollouts", "mean", "p10", "p50", "p90", "max")
 	distTable(&t, d.Rows, "")
-	return `<div class="pair">` + c + h + `</div>` + template.HTML(t.end())
+	return frag{{Div: &div{Class: "pair", Body: frag{c, h}}}, t.end()}
 }
 
 func responseData(v *view) (any, error) {
@@ -354,7 +307,7 @@ func responseData(v *view) (any, error) {
 	return responses(td.segments), nil
 }
 
-func responseHTML(v *view, data any) template.HTML {
+func responseHTML(v *view, data any) frag {
 	d := data.(ResponseData)
 	c := lineChart(chartOpts{Title: "tokens per response: median, p10–p90", XLabel: "iteration", YLabel: "tokens", XInt: true, YMin: 0, YMax: math.NaN(), XMin: math.NaN(), XMax: math.NaN()},
 		[]line{distLine("per call", color(0), d.PerCall), distLine("per episode", color(1), d.PerEpisode)})
@@ -363,7 +316,7 @@ func responseHTML(v *view, data any) template.HTML {
 	t.head("iteration", "of", "n", "mean", "p10", "p50", "p90", "max")
 	distTable(&t, d.PerCall, "call")
 	distTable(&t, d.PerEpisode, "episode")
-	return `<div class="pair">` + c + h + `</div>` + template.HTML(t.end())
+	return frag{{Div: &div{Class: "pair", Body: frag{c, h}}}, t.end()}
 }
 
 // ---- tools ----
@@ -376,7 +329,7 @@ func toolsData(v *view) (any, error) {
 	return tools(rs, v.m.opts.ToolCollapse), nil
 }
 
-func toolsHTML(v *view, data any) template.HTML {
+func toolsHTML(v *view, data any) frag {
 	d := data.(ToolsData)
 	calls := line{Name: "tool calls / turn", Color: color(0)}
 	fails := line{Name: "parse failures / turn", Color: color(1)}
@@ -387,11 +340,11 @@ func toolsHTML(v *view, data any) template.HTML {
 		thr.Points = append(thr.Points, xy{float64(r.Iteration), d.Threshold * float64(d.Baseline), "threshold"})
 	}
 	chart := lineChart(chartOpts{Title: "tool use", XLabel: "iteration", YLabel: "per turn", XInt: true, YMin: 0, YMax: math.NaN(), XMin: math.NaN(), XMax: math.NaN()}, []line{calls, fails, thr})
-	var out string
+	var out node
 	if d.Alarm != "" {
-		out = `<p class="alarm" data-alarm="tool-collapse">` + esc(d.Alarm) + `</p>`
+		out = node{P: &para{Class: "alarm", Alarm: "tool-collapse", Text: d.Alarm}}
 	} else {
-		out = `<p class="ok" data-alarm="none">no alarm: tool calls per turn stay at or above ` + fmtNum(Num(d.Threshold*100), 0) + `% of iteration ` + itoa(d.BaselineIteration) + `'s ` + fmtNum(d.Baseline, 3) + `</p>`
+		out = node{P: &para{Class: "ok", Alarm: "none", Text: "no alarm: tool calls per turn stay at or above " + fmtNum(Num(d.Threshold*100), 0) + "% of iteration " + itoa(d.BaselineIteration) + "'s " + fmtNum(d.Baseline, 3)}}
 	}
 	var t tb
 	t.head("iteration", "rollouts", "turns", "tool calls", "calls/turn", "parse failures", "failures/turn", "alarm")
@@ -409,9 +362,8 @@ func toolsHTML(v *view, data any) template.HTML {
 			alarm = "collapsed"
 		}
 		t.cell("collapsed", alarm)
-		t.raw("</tr>")
 	}
-	return template.HTML(out) + chart + template.HTML(t.end())
+	return frag{out, chart, t.end()}
 }
 
 // ---- verify ----
@@ -424,7 +376,7 @@ func verifyData(v *view) (any, error) {
 	return editThenVerify(td.steps), nil
 }
 
-func verifyHTML(v *view, data any) template.HTML {
+func verifyHTML(v *view, data any) frag {
 	d := data.(VerifyData)
 	l := line{Name: "edit-then-verify", Color: color(2)}
 	for _, r := range d.Rows {
@@ -441,9 +393,8 @@ func verifyHTML(v *view, data any) template.HTML {
 		t.cell("verified", itoa(r.Verified))
 		t.cell("rate", fmtNum(r.Rate, 3))
 		t.cell("edit_turns", itoa(r.EditTurns))
-		t.raw("</tr>")
 	}
-	return chart + template.HTML(t.end())
+	return frag{chart, t.end()}
 }
 
 // ---- logprobs ----
@@ -480,9 +431,9 @@ func logprobData(v *view) (any, error) {
 	return d, nil
 }
 
-func logprobHTML(v *view, data any) template.HTML {
+func logprobHTML(v *view, data any) frag {
 	d := data.(LogprobData)
-	var out template.HTML
+	var out frag
 	if len(d.Steps) > 0 {
 		p := line{Name: "pearson", Color: color(0)}
 		s := line{Name: "spearman", Color: color(2)}
@@ -496,13 +447,15 @@ func logprobHTML(v *view, data any) template.HTML {
 			isr.Points = append(isr.Points, xy{float64(r.Index), float64(r.ISRatio), fmt.Sprintf("iteration %d step %d: IS ratio mean %s, min %s, max %s, ESS %s", r.Iteration, r.Step, fmtG(r.ISRatio), fmtG(r.ISRatioMin), fmtG(r.ISRatioMax), fmtG(r.ESS))})
 			isr.Lo, isr.Hi = append(isr.Lo, float64(r.ISRatioMin)), append(isr.Hi, float64(r.ISRatioMax))
 		}
-		out += `<div class="pair">` + lineChart(chartOpts{Title: "logprob correlation per step", XLabel: "step", YLabel: "correlation", XInt: true, YMin: math.NaN(), YMax: 1, XMin: math.NaN(), XMax: math.NaN()}, []line{p, s, thr}) +
-			lineChart(chartOpts{Title: "importance-sampling ratio", XLabel: "step", YLabel: "ratio", XInt: true, YMin: math.NaN(), YMax: math.NaN(), XMin: math.NaN(), XMax: math.NaN()}, []line{isr}) + `</div>`
+		out = append(out, node{Div: &div{Class: "pair", Body: frag{
+			lineChart(chartOpts{Title: "logprob correlation per step", XLabel: "step", YLabel: "correlation", XInt: true, YMin: math.NaN(), YMax: 1, XMin: math.NaN(), XMax: math.NaN()}, []line{p, s, thr}),
+			lineChart(chartOpts{Title: "importance-sampling ratio", XLabel: "step", YLabel: "ratio", XInt: true, YMin: math.NaN(), YMax: math.NaN(), XMin: math.NaN(), XMax: math.NaN()}, []line{isr})}}})
 	}
 	// The scatter of the newest iteration that has one.
 	for i := len(d.Recomputed) - 1; i >= 0; i-- {
 		if a := d.Recomputed[i]; len(a.Points) > 0 {
-			out += `<div class="scatter">` + scatterChart(chartOpts{W: 300, H: 300, Title: fmt.Sprintf("iteration %d: recomputed vs rollout", a.Iteration), XLabel: "rollout logprob", YLabel: "recomputed logprob"}, a.Points) + `</div>`
+			out = append(out, node{Div: &div{Class: "scatter", Body: frag{
+				scatterChart(chartOpts{W: 300, H: 300, Title: fmt.Sprintf("iteration %d: recomputed vs rollout", a.Iteration), XLabel: "rollout logprob", YLabel: "recomputed logprob"}, a.Points)}}})
 			break
 		}
 	}
@@ -513,7 +466,7 @@ func logprobHTML(v *view, data any) template.HTML {
 			t.row("data-iter", itoa(a.Iteration), "data-recomputed", "")
 			t.cell("iteration", itoa(a.Iteration))
 			if a.Missing != "" && a.Segments == 0 {
-				t.raw(`<td colspan="6" class="miss" data-k="missing">` + esc(a.Missing) + `</td></tr>`)
+				t.add(tcell{Key: "missing", Text: a.Missing, Class: "miss", Colspan: 6})
 				continue
 			}
 			t.cell("segments", itoa(a.Segments))
@@ -522,9 +475,8 @@ func logprobHTML(v *view, data any) template.HTML {
 			t.cell("mean_abs_diff", fmtG(a.MeanAbs))
 			t.cell("max_abs_diff", fmtG(a.MaxAbs))
 			t.cell("source", a.Source)
-			t.raw("</tr>")
 		}
-		out += `<h3>rollout vs recomputed logprobs (computed here)</h3>` + template.HTML(t.end())
+		out = append(out, node{H3: "rollout vs recomputed logprobs (computed here)"}, t.end())
 	}
 	if len(d.Steps) > 0 {
 		var t tb
@@ -541,9 +493,8 @@ func logprobHTML(v *view, data any) template.HTML {
 			t.cell("is_ratio_min", fmtG(r.ISRatioMin))
 			t.cell("is_ratio_max", fmtG(r.ISRatioMax))
 			t.cell("ess", fmtG(r.ESS))
-			t.raw("</tr>")
 		}
-		out += `<h3>per optimizer step (the trainer's check)</h3>` + template.HTML(t.end())
+		out = append(out, node{H3: "per optimizer step (the trainer's check)"}, t.end())
 	}
 	return out
 }
@@ -558,7 +509,7 @@ func trainingData(v *view) (any, error) {
 	return training(td.train), nil
 }
 
-func trainingHTML(v *view, data any) template.HTML {
+func trainingHTML(v *view, data any) frag {
 	d := data.(TrainData)
 	metrics := []struct {
 		name string
@@ -570,15 +521,14 @@ func trainingHTML(v *view, data any) template.HTML {
 		{"KL", func(r TrainRow) Num { return r.KL }},
 		{"clip fraction", func(r TrainRow) Num { return r.ClipFraction }},
 	}
-	out := template.HTML(`<div class="grid5">`)
+	grid := &div{Class: "grid5"}
 	for i, mt := range metrics {
 		l := line{Name: mt.name, Color: color(i)}
 		for _, r := range d.Rows {
 			l.Points = append(l.Points, xy{float64(r.Index), float64(mt.get(r)), fmt.Sprintf("iteration %d step %d: %s %s", r.Iteration, r.Step, mt.name, fmtG(mt.get(r)))})
 		}
-		out += lineChart(chartOpts{W: 300, H: 180, Title: mt.name, XLabel: "step", XInt: true, YMin: math.NaN(), YMax: math.NaN(), XMin: math.NaN(), XMax: math.NaN()}, []line{l})
+		grid.Body = append(grid.Body, lineChart(chartOpts{W: 300, H: 180, Title: mt.name, XLabel: "step", XInt: true, YMin: math.NaN(), YMax: math.NaN(), XMin: math.NaN(), XMax: math.NaN()}, []line{l}))
 	}
-	out += `</div>`
 	var t tb
 	t.head("iteration", "step", "loss", "grad norm", "lr", "clip fraction", "entropy", "KL", "tokens/s")
 	for _, r := range d.Rows {
@@ -592,9 +542,8 @@ func trainingHTML(v *view, data any) template.HTML {
 		t.cell("entropy", fmtG(r.Entropy))
 		t.cell("kl", fmtG(r.KL))
 		t.cell("tokens_per_second", fmtNum(r.TokensPerSec, 0))
-		t.raw("</tr>")
 	}
-	return out + template.HTML(t.end())
+	return frag{{Div: grid}, t.end()}
 }
 
 // ---- tasks ----
@@ -607,7 +556,7 @@ func tasksData(v *view) (any, error) {
 	return taskGrid(rs), nil
 }
 
-func tasksHTML(v *view, data any) template.HTML {
+func tasksHTML(v *view, data any) frag {
 	g := data.(TaskGrid)
 	var t tb
 	cols := []string{"task"}
@@ -619,19 +568,19 @@ func tasksHTML(v *view, data any) template.HTML {
 		t.row("data-task", row.TaskID)
 		t.cell("", row.TaskID, "class", "task")
 		for _, c := range row.Cells {
-			style := "background:#f3f4f6"
+			shade := "none"
 			if c.Share.ok() {
 				// white (0) to green (1)
-				style = fmt.Sprintf("background:hsl(142,60%%,%.0f%%)", 96-float64(c.Share)*50)
+				shade = strconv.FormatFloat(96-float64(c.Share)*50, 'f', 0, 64)
 			}
 			q := url.Values{"iter": {itoa(c.Iteration)}, "task": {row.TaskID}}
-			t.raw(fmt.Sprintf(`<td class="cell" data-k="share" data-iter="%d" style="%s" title="%d/%d solved, %d masked"><a href="?%s#panel-rollouts">%s</a></td>`,
-				c.Iteration, style, c.Solved, c.Completed, c.Rollouts-c.Completed, esc(q.Encode()), esc(fmtNum(c.Share, 2))))
+			t.add(tcell{Class: "cell", Key: "share", Data: []kv{{"iter", itoa(c.Iteration)}}, Shade: shade,
+				Title: fmt.Sprintf("%d/%d solved, %d masked", c.Solved, c.Completed, c.Rollouts-c.Completed),
+				Href:  "?" + q.Encode() + "#panel-rollouts", Text: fmtNum(c.Share, 2)})
 		}
 		t.cell("overall", fmtNum(row.Share, 2))
-		t.raw("</tr>")
 	}
-	return template.HTML(t.end())
+	return frag{t.end()}
 }
 
 // ---- rollouts ----
@@ -644,27 +593,17 @@ func rolloutsData(v *view) (any, error) {
 	return rolloutList(rs, v.intParam("iter", -1), v.q.Get("task")), nil
 }
 
-func rolloutsHTML(v *view, data any) template.HTML {
+func rolloutsHTML(v *view, data any) frag {
 	l := data.(RolloutList)
-	var b strings.Builder
-	b.WriteString(`<p class="its">iteration: `)
+	nav := &iterNav{Task: l.Task, Iter: l.Iteration, Total: l.Total}
 	for _, it := range l.Iterations {
-		q := url.Values{"iter": {itoa(it)}}
-		cls := ""
-		if it == l.Iteration {
-			cls = ` class="sel"`
-		}
-		fmt.Fprintf(&b, `<a%s href="?%s#panel-rollouts">%d</a> `, cls, esc(q.Encode()), it)
+		nav.Links = append(nav.Links, iterLink{Iter: it, Sel: it == l.Iteration})
 	}
-	if l.Task != "" {
-		fmt.Fprintf(&b, ` · task <b>%s</b> (<a href="?iter=%d#panel-rollouts">all tasks</a>)`, esc(l.Task), l.Iteration)
-	}
-	fmt.Fprintf(&b, ` · <span data-k="total">%d</span> rollouts</p>`, l.Total)
 	var t tb
 	t.head("rollout", "task", "harness", "status", "termination", "reward", "turns", "tool calls", "diff bytes")
 	for _, r := range l.Rows {
 		t.row("data-rollout", r.RolloutID, "class", "st-"+r.Status)
-		t.raw(fmt.Sprintf(`<td data-k="rollout_id"><a class="traj" href="%s">%s</a></td>`, esc(trajectoryPath(v.s.RunID, r.RolloutID)), esc(r.RolloutID)))
+		t.add(tcell{Key: "rollout_id", Text: r.RolloutID, Href: trajectoryPath(v.s.RunID, r.RolloutID), LinkClass: "traj"})
 		t.cell("task", r.TaskID)
 		t.cell("harness", r.Harness)
 		t.cell("status", r.Status)
@@ -673,12 +612,12 @@ func rolloutsHTML(v *view, data any) template.HTML {
 		t.cell("turns", itoa(r.Turns))
 		t.cell("tool_calls", itoa(r.ToolCalls))
 		t.cell("diff_bytes", strconv.FormatInt(r.DiffBytes, 10))
-		t.raw("</tr>")
 	}
 	if l.Total > len(l.Rows) {
-		t.raw(fmt.Sprintf(`<tr><td colspan="9">… %d more (filter by task in the grid)</td></tr>`, l.Total-len(l.Rows)))
+		t.row()
+		t.add(tcell{Colspan: 9, Text: fmt.Sprintf("… %d more (filter by task in the grid)", l.Total-len(l.Rows))})
 	}
-	return template.HTML(b.String() + t.end())
+	return frag{{Iters: nav}, t.end()}
 }
 
 func trajectoryPath(run, id string) string {

@@ -26,7 +26,7 @@ var pageTmpl = template.Must(template.New("page.html").Funcs(template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05Z")
 	},
-}).ParseFS(assets, "assets/page.html"))
+}).ParseFS(assets, "assets/page.html", "assets/panels.html"))
 
 // Handler returns the dashboard's HTTP handler.
 //
@@ -74,10 +74,11 @@ type pageData struct {
 	RefreshMS int64
 	Runs      []RunSummary // the navigation
 	Summaries []RunSummary // the index
-	Panels    []template.HTML
+	Panels    []panelView
 	PanelNav  []panelDef
 	Iter      int
-	Body      template.HTML
+	Traj      *trajView
+	Message   string // the error page's text
 	Error     string
 	Empty     bool // the run has no manifest yet: the page reloads whole when one comes
 }
@@ -131,7 +132,7 @@ func (m *Monitor) serveRun(w http.ResponseWriter, r *http.Request) {
 	run := r.PathValue("run")
 	d := pageData{Title: run + " · legorl monitor", Page: "run", Run: run, PanelNav: panels}
 	if err := m.checkRun(run); err != nil {
-		d.Page, d.Body = "error", template.HTML(esc(err.Error()))
+		d.Page, d.Message = "error", err.Error()
 		m.page(w, r, http.StatusNotFound, d)
 		return
 	}
@@ -140,7 +141,7 @@ func (m *Monitor) serveRun(w http.ResponseWriter, r *http.Request) {
 		d.Error = err.Error()
 	}
 	if s == nil {
-		d.Page, d.Body = "error", template.HTML(esc("the store could not be read; this page does not refresh by itself: reload it later"))
+		d.Page, d.Message = "error", "the store could not be read; this page does not refresh by itself: reload it later"
 		m.page(w, r, http.StatusOK, d)
 		return
 	}
@@ -150,56 +151,31 @@ func (m *Monitor) serveRun(w http.ResponseWriter, r *http.Request) {
 		d.Error = fmt.Sprintf("run %s has no committed manifest yet in %s: no data. This page refreshes when the first one is committed.", run, m.st.URI())
 	}
 	for _, p := range panels {
-		d.Panels = append(d.Panels, m.panelHTML(r, s, p))
+		d.Panels = append(d.Panels, m.panelView(r, s, p))
 	}
 	m.page(w, r, http.StatusOK, d)
 }
 
-// panelHTML draws one panel as a <section>: title, status, problems and
+// panelView lays out one panel's <section>: title, status, problems and
 // the panel's body. A panel that fails draws its failure, never the page's.
-func (m *Monitor) panelHTML(r *http.Request, s *snapshot, p panelDef) template.HTML {
+func (m *Monitor) panelView(r *http.Request, s *snapshot, p panelDef) panelView {
 	v := &view{ctx: r.Context(), m: m, s: s, q: r.URL.Query()}
 	res := m.panel(r.Context(), s, p, r.URL.Query())
-	var body template.HTML
+	var body frag
 	if res.Data != nil {
 		func() {
 			defer func() {
 				if x := recover(); x != nil {
 					res.Status = "missing"
 					res.Problems = append(res.Problems, Problem{Reason: fmt.Sprintf("monitor: drawing panel %s failed: %v", p.ID, x)})
-					body = ""
+					body = nil
 				}
 			}()
 			body = p.HTML(v, res.Data)
 		}()
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, `<section class="panel st-%s" id="panel-%s" data-panel="%s" data-status="%s" data-version="%d">`, res.Status, p.ID, p.ID, res.Status, res.Version)
-	fmt.Fprintf(&b, `<h2>%s <span class="badge %s" data-k="status">%s</span></h2><p class="help">%s</p>`, esc(p.Title), res.Status, res.Status, esc(p.Help))
-	if len(res.Problems) > 0 {
-		b.WriteString(`<ul class="problems">`)
-		for _, pr := range res.Problems {
-			b.WriteString(`<li data-k="problem"`)
-			if pr.Table != "" {
-				fmt.Fprintf(&b, ` data-table="%s"`, esc(pr.Table))
-			}
-			b.WriteString(">")
-			if pr.Table != "" {
-				fmt.Fprintf(&b, "<b>%s</b>: ", esc(pr.Table))
-			}
-			if pr.Key != "" {
-				fmt.Fprintf(&b, "<code>%s</code>: ", esc(pr.Key))
-			}
-			b.WriteString(esc(pr.Reason) + "</li>")
-		}
-		b.WriteString(`</ul>`)
-	}
-	if res.Status == "missing" {
-		b.WriteString(`<p class="missing" data-k="missing">Nothing to show: the data this panel needs is missing (see above).</p>`)
-	}
-	b.WriteString(string(body))
-	b.WriteString(`</section>`)
-	return template.HTML(b.String())
+	return panelView{ID: p.ID, Title: p.Title, Help: p.Help, Status: res.Status, Version: res.Version,
+		Problems: res.Problems, Missing: res.Status == "missing", Body: body}
 }
 
 func (m *Monitor) servePanelHTML(w http.ResponseWriter, r *http.Request) {
@@ -218,9 +194,14 @@ func (m *Monitor) servePanelHTML(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
+	var buf bytes.Buffer
+	if err := pageTmpl.ExecuteTemplate(&buf, "panel", m.panelView(r, s, p)); err != nil {
+		http.Error(w, "monitor: render panel: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	fmt.Fprint(w, m.panelHTML(r, s, p))
+	w.Write(buf.Bytes())
 }
 
 func (m *Monitor) serveTrajectory(w http.ResponseWriter, r *http.Request) {
@@ -228,7 +209,7 @@ func (m *Monitor) serveTrajectory(w http.ResponseWriter, r *http.Request) {
 	d := pageData{Title: id + " · legorl monitor", Page: "trajectory", Run: run}
 	tr, err := m.Trajectory(r.Context(), run, id)
 	if err != nil {
-		d.Page, d.Body = "error", template.HTML(esc(err.Error()))
+		d.Page, d.Message = "error", err.Error()
 		code := http.StatusOK
 		if errors.Is(err, ErrRun) || errors.Is(err, ErrRollout) {
 			code = http.StatusNotFound
@@ -237,7 +218,7 @@ func (m *Monitor) serveTrajectory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Iter = int(tr.Rollout.Iteration)
-	d.Body = trajectoryHTML(tr)
+	d.Traj = trajectoryView(tr)
 	m.page(w, r, http.StatusOK, d)
 }
 
@@ -301,21 +282,13 @@ func (m *Monitor) apiTrajectory(w http.ResponseWriter, r *http.Request) {
 
 // ---- the trajectory page ----
 
-func trajectoryHTML(tr *Trajectory) template.HTML {
+func trajectoryView(tr *Trajectory) *trajView {
 	r := tr.Rollout
-	var b strings.Builder
-	fmt.Fprintf(&b, `<h1>rollout <span data-k="rollout_id">%s</span></h1>`, esc(r.RolloutID))
-	if len(tr.Problems) > 0 {
-		b.WriteString(`<ul class="problems">`)
-		for _, p := range tr.Problems {
-			fmt.Fprintf(&b, `<li data-k="problem">%s</li>`, esc(p.String()))
-		}
-		b.WriteString(`</ul>`)
+	out := &trajView{RolloutID: r.RolloutID}
+	for _, p := range tr.Problems {
+		out.Problems = append(out.Problems, p.String())
 	}
-	kv := func(k, label, v string) {
-		fmt.Fprintf(&b, `<dt>%s</dt><dd data-k="%s">%s</dd>`, esc(label), k, esc(v))
-	}
-	b.WriteString(`<dl class="kv" id="rollout">`)
+	kv := func(k, label, v string) { out.KV = append(out.KV, trajKV{k, label, v}) }
 	kv("task_id", "task", r.TaskID)
 	kv("iteration", "iteration", itoa(int(r.Iteration)))
 	kv("harness", "harness", r.Harness)
@@ -341,10 +314,8 @@ func trajectoryHTML(tr *Trajectory) template.HTML {
 	kv("sampled", "sampled tokens (loss mask 1)", itoa(tr.Sampled))
 	kv("segments", "segments", itoa(len(tr.Segments)))
 	kv("forks", "forks", itoa(tr.Forks))
-	b.WriteString(`</dl>`)
 
-	b.WriteString(`<section id="segments"><h2>Segments</h2><p class="help">Grey: prompt; blue: sampled tokens (loss mask 1); amber: tokens the harness added (observations, template). A fork is a segment whose prompt rewrote the previous segment's history.</p>`)
-	b.WriteString(string(tokenMap(tr.Segments)))
+	out.TokMap = tokenMap(tr.Segments)
 	var t tb
 	t.head("segment", "calls", "prompt", "completion", "sampled", "observation", "mean logprob", "policy", "finish", "sampling", "routing", "fork")
 	for _, s := range tr.Segments {
@@ -371,11 +342,9 @@ func trajectoryHTML(tr *Trajectory) template.HTML {
 			fork = "continues"
 		}
 		t.cell("fork", fork)
-		t.raw("</tr>")
 	}
-	b.WriteString(t.end() + `</section>`)
+	out.Segments = t.end()
 
-	b.WriteString(`<section id="steps"><h2>Steps</h2><p class="help">One row per turn: the tool call, its arguments, the observation's size and exit code. Message text is not stored; token ids are in the segments.</p>`)
 	var st tb
 	st.head("turn", "tool", "kind", "arguments", "observation bytes", "exit code", "parse failure", "seconds")
 	for _, s := range tr.Steps {
@@ -388,13 +357,13 @@ func trajectoryHTML(tr *Trajectory) template.HTML {
 		st.cell("exit_code", itoa(int(s.ExitCode)))
 		st.cell("parse_failure", strconv.FormatBool(s.ParseFailure))
 		st.cell("seconds", strconv.FormatFloat(s.Seconds, 'f', 2, 64))
-		st.raw("</tr>")
 	}
 	if len(tr.Steps) == 0 {
-		st.raw(`<tr><td colspan="8" class="miss">no steps recorded for this rollout</td></tr>`)
+		st.row()
+		st.add(tcell{Colspan: 8, Class: "miss", Text: "no steps recorded for this rollout"})
 	}
-	b.WriteString(st.end() + `</section>`)
-	return template.HTML(b.String())
+	out.Steps = st.end()
+	return out
 }
 
 func list(s []string) string {
@@ -406,9 +375,9 @@ func list(s []string) string {
 
 // tokenMap draws each segment as a bar: prompt, then the completion's runs
 // of sampled and added tokens, all on one token scale.
-func tokenMap(segs []TrajSegment) template.HTML {
+func tokenMap(segs []TrajSegment) *chart {
 	if len(segs) == 0 {
-		return ""
+		return nil
 	}
 	most := 1
 	for _, s := range segs {
@@ -417,23 +386,25 @@ func tokenMap(segs []TrajSegment) template.HTML {
 	const w, rowH, left = 900.0, 18.0, 70.0
 	h := rowH*float64(len(segs)) + 6
 	scale := (w - left - 10) / float64(most)
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="chart tokmap" viewBox="0 0 %.0f %.0f" xmlns="http://www.w3.org/2000/svg" role="img" aria-label="token map" style="max-width:none">`, w, h)
+	f0 := func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
+	f2 := func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+	c := &chart{Class: "chart tokmap", W: f0(w), H: f0(h), Label: "token map", Wide: true}
 	for i, s := range segs {
 		y := 3 + float64(i)*rowH
-		fmt.Fprintf(&b, `<text class="tick" x="4" y="%.1f">segment %d</text>`, y+11, s.Index)
+		c.Marks = append(c.Marks, mark{Tag: "text", Class: "tick", X: "4", Y: f1(y + 11), Text: fmt.Sprintf("segment %d", s.Index)})
 		x := left
-		fmt.Fprintf(&b, `<rect class="tok-p" x="%.1f" y="%.1f" width="%.2f" height="%.0f"><title>prompt: %d tokens</title></rect>`, x, y, float64(s.PromptTokens)*scale, rowH-4, s.PromptTokens)
+		c.Marks = append(c.Marks, mark{Tag: "rect", Class: "tok-p", X: f1(x), Y: f1(y), W: f2(float64(s.PromptTokens) * scale), H: f0(rowH - 4),
+			Title: fmt.Sprintf("prompt: %d tokens", s.PromptTokens)})
 		x += float64(s.PromptTokens) * scale
 		for _, r := range s.Runs {
 			cls, what := "tok-o", "added by the harness"
 			if r.Sampled {
 				cls, what = "tok-s", "sampled"
 			}
-			fmt.Fprintf(&b, `<rect class="%s" x="%.1f" y="%.1f" width="%.2f" height="%.0f"><title>%s: %d tokens</title></rect>`, cls, x, y, float64(r.N)*scale, rowH-4, what, r.N)
+			c.Marks = append(c.Marks, mark{Tag: "rect", Class: cls, X: f1(x), Y: f1(y), W: f2(float64(r.N) * scale), H: f0(rowH - 4),
+				Title: fmt.Sprintf("%s: %d tokens", what, r.N)})
 			x += float64(r.N) * scale
 		}
 	}
-	b.WriteString(`</svg>`)
-	return template.HTML(b.String())
+	return c
 }

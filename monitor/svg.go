@@ -2,8 +2,6 @@ package monitor
 
 import (
 	"fmt"
-	"html"
-	"html/template"
 	"math"
 	"strconv"
 	"strings"
@@ -149,26 +147,33 @@ func tickLabel(v float64) string {
 	}
 }
 
-func (f *frame) open(b *strings.Builder, label string) {
-	fmt.Fprintf(b, `<svg class="chart" viewBox="0 0 %d %d" role="img" aria-label="%s" xmlns="http://www.w3.org/2000/svg">`, f.o.W, f.o.H, esc(label))
+// f1 formats a pixel coordinate.
+func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+
+// open starts a chart: the frame, title, grid, ticks, axes and labels.
+func (f *frame) open(label string) *chart {
+	c := &chart{Class: "chart", W: itoa(f.o.W), H: itoa(f.o.H), Label: label}
 	if f.o.Title != "" {
-		fmt.Fprintf(b, `<text class="ct" x="%g" y="14">%s</text>`, f.l, esc(f.o.Title))
+		c.Marks = append(c.Marks, mark{Tag: "text", Class: "ct", X: strconv.FormatFloat(f.l, 'g', -1, 64), Y: "14", Text: f.o.Title})
 	}
 	for _, y := range f.yticks {
-		fmt.Fprintf(b, `<line class="grid" x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f"/>`, f.l, f.r, f.Y(y), f.Y(y))
-		fmt.Fprintf(b, `<text class="tick" x="%.1f" y="%.1f" text-anchor="end">%s</text>`, f.l-4, f.Y(y)+3, tickLabel(y))
+		c.Marks = append(c.Marks,
+			mark{Tag: "line", Class: "grid", X1: f1(f.l), X2: f1(f.r), Y1: f1(f.Y(y)), Y2: f1(f.Y(y))},
+			mark{Tag: "text", Class: "tick", X: f1(f.l - 4), Y: f1(f.Y(y) + 3), Anchor: "end", Text: tickLabel(y)})
 	}
 	for _, x := range f.xticks {
-		fmt.Fprintf(b, `<text class="tick" x="%.1f" y="%.1f" text-anchor="middle">%s</text>`, f.X(x), f.b+13, tickLabel(x))
+		c.Marks = append(c.Marks, mark{Tag: "text", Class: "tick", X: f1(f.X(x)), Y: f1(f.b + 13), Anchor: "middle", Text: tickLabel(x)})
 	}
-	fmt.Fprintf(b, `<line class="axis" x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f"/>`, f.l, f.r, f.b, f.b)
-	fmt.Fprintf(b, `<line class="axis" x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f"/>`, f.l, f.l, f.t, f.b)
+	c.Marks = append(c.Marks,
+		mark{Tag: "line", Class: "axis", X1: f1(f.l), X2: f1(f.r), Y1: f1(f.b), Y2: f1(f.b)},
+		mark{Tag: "line", Class: "axis", X1: f1(f.l), X2: f1(f.l), Y1: f1(f.t), Y2: f1(f.b)})
 	if f.o.XLabel != "" {
-		fmt.Fprintf(b, `<text class="al" x="%.1f" y="%d" text-anchor="middle">%s</text>`, (f.l+f.r)/2, f.o.H-4, esc(f.o.XLabel))
+		c.Marks = append(c.Marks, mark{Tag: "text", Class: "al", X: f1((f.l + f.r) / 2), Y: itoa(f.o.H - 4), Anchor: "middle", Text: f.o.XLabel})
 	}
 	if f.o.YLabel != "" {
-		fmt.Fprintf(b, `<text class="al" transform="translate(12 %.1f) rotate(-90)" text-anchor="middle">%s</text>`, (f.t+f.b)/2, esc(f.o.YLabel))
+		c.Marks = append(c.Marks, mark{Tag: "text", Class: "al", Transform: fmt.Sprintf("translate(12 %.1f) rotate(-90)", (f.t+f.b)/2), Anchor: "middle", Text: f.o.YLabel})
 	}
+	return c
 }
 
 // legendRows lays out legend entries left to right under the title,
@@ -190,15 +195,17 @@ func legendRows(names []string, w int) (pos [][2]float64, rows int) {
 	return pos, row + 1
 }
 
-func legend(b *strings.Builder, f *frame, names, colors []string) {
+func legend(c *chart, f *frame, names, colors []string) {
 	pos, _ := legendRows(names, f.o.W)
 	for i, p := range pos {
-		fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="9" height="9" fill="%s"/><text class="lg" x="%.1f" y="%.1f">%s</text>`, p[0], p[1]-8, colors[i], p[0]+12, p[1], esc(names[i]))
+		c.Marks = append(c.Marks,
+			mark{Tag: "rect", X: f1(p[0]), Y: f1(p[1] - 8), W: "9", H: "9", Fill: colors[i]},
+			mark{Tag: "text", Class: "lg", X: f1(p[0] + 12), Y: f1(p[1]), Text: names[i]})
 	}
 }
 
 // lineChart draws series over x; gaps where y is not finite.
-func lineChart(o chartOpts, series []line) template.HTML {
+func lineChart(o chartOpts, series []line) node {
 	o = defaults(o)
 	var xs, ys []float64
 	for _, s := range series {
@@ -214,8 +221,7 @@ func lineChart(o chartOpts, series []line) template.HTML {
 		names = append(names, s.Name)
 	}
 	f := newFrame(o, xs, ys, names...)
-	var b strings.Builder
-	f.open(&b, o.Title)
+	c := f.open(o.Title)
 	var colors []string
 	for _, s := range series {
 		colors = append(colors, s.Color)
@@ -223,22 +229,18 @@ func lineChart(o chartOpts, series []line) template.HTML {
 			var up, down []string
 			for i, p := range s.Points {
 				if finite(s.Lo[i]) && finite(s.Hi[i]) {
-					up = append(up, fmt.Sprintf("%.1f,%.1f", f.X(p.X), f.Y(s.Hi[i])))
-					down = append([]string{fmt.Sprintf("%.1f,%.1f", f.X(p.X), f.Y(s.Lo[i]))}, down...)
+					up = append(up, f1(f.X(p.X))+","+f1(f.Y(s.Hi[i])))
+					down = append([]string{f1(f.X(p.X)) + "," + f1(f.Y(s.Lo[i]))}, down...)
 				}
 			}
 			if len(up) > 0 {
-				fmt.Fprintf(&b, `<polygon class="band" fill="%s" points="%s"/>`, s.Color, strings.Join(append(up, down...), " "))
+				c.Marks = append(c.Marks, mark{Tag: "polygon", Class: "band", Fill: s.Color, Points: strings.Join(append(up, down...), " ")})
 			}
 		}
 		var seg []string
 		flush := func() {
 			if len(seg) > 1 {
-				dash := ""
-				if s.Dashed {
-					dash = ` stroke-dasharray="4 3"`
-				}
-				fmt.Fprintf(&b, `<polyline class="ln" stroke="%s"%s points="%s"/>`, s.Color, dash, strings.Join(seg, " "))
+				c.Marks = append(c.Marks, mark{Tag: "polyline", Class: "ln", Stroke: s.Color, Dash: s.Dashed, Points: strings.Join(seg, " ")})
 			}
 			seg = seg[:0]
 		}
@@ -247,20 +249,19 @@ func lineChart(o chartOpts, series []line) template.HTML {
 				flush()
 				continue
 			}
-			seg = append(seg, fmt.Sprintf("%.1f,%.1f", f.X(p.X), f.Y(p.Y)))
+			seg = append(seg, f1(f.X(p.X))+","+f1(f.Y(p.Y)))
 		}
 		flush()
 		if len(s.Points) <= 60 {
 			for _, p := range s.Points {
 				if finite(p.Y) {
-					fmt.Fprintf(&b, `<circle class="pt" cx="%.1f" cy="%.1f" r="3" fill="%s"><title>%s</title></circle>`, f.X(p.X), f.Y(p.Y), s.Color, esc(p.Tip))
+					c.Marks = append(c.Marks, mark{Tag: "circle", Class: "pt", X: f1(f.X(p.X)), Y: f1(f.Y(p.Y)), R: "3", Fill: s.Color, Title: p.Tip})
 				}
 			}
 		}
 	}
-	legend(&b, f, names, colors)
-	b.WriteString(`</svg>`)
-	return template.HTML(b.String())
+	legend(c, f, names, colors)
+	return chartNode(c)
 }
 
 // stack is one category of a stacked bar chart: one value per x.
@@ -271,7 +272,7 @@ type stack struct {
 }
 
 // barChart draws stacked bars, one per x.
-func barChart(o chartOpts, xs []float64, stacks []stack) template.HTML {
+func barChart(o chartOpts, xs []float64, stacks []stack) node {
 	o = defaults(o)
 	top := make([]float64, len(xs))
 	for _, s := range stacks {
@@ -288,8 +289,7 @@ func barChart(o chartOpts, xs []float64, stacks []stack) template.HTML {
 		names = append(names, s.Name)
 	}
 	f := newFrame(o, xs, top, names...)
-	var b strings.Builder
-	f.open(&b, o.Title)
+	c := f.open(o.Title)
 	w := math.Max(2, 0.7*(f.X(1)-f.X(0)))
 	if len(xs) > 1 {
 		w = math.Max(2, 0.7*(f.X(xs[1])-f.X(xs[0])))
@@ -303,21 +303,20 @@ func barChart(o chartOpts, xs []float64, stacks []stack) template.HTML {
 				continue
 			}
 			y0, y1 := f.Y(base[i]), f.Y(base[i]+v)
-			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s at %s: %s</title></rect>`,
-				f.X(xs[i])-w/2, y1, w, y0-y1, s.Color, esc(s.Name), tickLabel(xs[i]), tickLabel(v))
+			c.Marks = append(c.Marks, mark{Tag: "rect", X: f1(f.X(xs[i]) - w/2), Y: f1(y1), W: f1(w), H: f1(y0 - y1), Fill: s.Color,
+				Title: s.Name + " at " + tickLabel(xs[i]) + ": " + tickLabel(v)})
 			base[i] += v
 		}
 	}
-	legend(&b, f, names, colors)
-	b.WriteString(`</svg>`)
-	return template.HTML(b.String())
+	legend(c, f, names, colors)
+	return chartNode(c)
 }
 
 // histChart draws a histogram.
-func histChart(o chartOpts, bins []Bin) template.HTML {
+func histChart(o chartOpts, bins []Bin) node {
 	o = defaults(o)
 	if len(bins) == 0 {
-		return ""
+		return node{}
 	}
 	xs := []float64{bins[0].Lo, bins[len(bins)-1].Hi}
 	if pad := float64(5-len(bins)) / 2 * (bins[0].Hi - bins[0].Lo); pad > 0 {
@@ -329,19 +328,17 @@ func histChart(o chartOpts, bins []Bin) template.HTML {
 	}
 	o.YMin = 0
 	f := newFrame(o, xs, ys)
-	var b strings.Builder
-	f.open(&b, o.Title)
+	c := f.open(o.Title)
 	for _, bn := range bins {
 		x0, x1 := f.X(bn.Lo), f.X(bn.Hi)
-		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>[%s, %s): %d</title></rect>`,
-			x0+0.5, f.Y(float64(bn.Count)), math.Max(1, x1-x0-1), f.b-f.Y(float64(bn.Count)), palette[0], tickLabel(bn.Lo), tickLabel(bn.Hi), bn.Count)
+		c.Marks = append(c.Marks, mark{Tag: "rect", X: f1(x0 + 0.5), Y: f1(f.Y(float64(bn.Count))), W: f1(math.Max(1, x1-x0-1)), H: f1(f.b - f.Y(float64(bn.Count))),
+			Fill: palette[0], Title: fmt.Sprintf("[%s, %s): %d", tickLabel(bn.Lo), tickLabel(bn.Hi), bn.Count)})
 	}
-	b.WriteString(`</svg>`)
-	return template.HTML(b.String())
+	return chartNode(c)
 }
 
 // scatterChart draws points with the y = x diagonal.
-func scatterChart(o chartOpts, pts []ScatterPoint) template.HTML {
+func scatterChart(o chartOpts, pts []ScatterPoint) node {
 	o = defaults(o)
 	var xs []float64
 	for _, p := range pts {
@@ -350,14 +347,10 @@ func scatterChart(o chartOpts, pts []ScatterPoint) template.HTML {
 	lo, hi := bounds(xs, math.NaN(), math.NaN())
 	o.XMin, o.XMax, o.YMin, o.YMax = lo, hi, lo, hi
 	f := newFrame(o, xs, xs)
-	var b strings.Builder
-	f.open(&b, o.Title)
-	fmt.Fprintf(&b, `<line class="diag" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`, f.X(f.x0), f.Y(f.x0), f.X(f.x1), f.Y(f.x1))
+	c := f.open(o.Title)
+	c.Marks = append(c.Marks, mark{Tag: "line", Class: "diag", X1: f1(f.X(f.x0)), Y1: f1(f.Y(f.x0)), X2: f1(f.X(f.x1)), Y2: f1(f.Y(f.x1))})
 	for _, p := range pts {
-		fmt.Fprintf(&b, `<circle class="sp" cx="%.1f" cy="%.1f" r="2"/>`, f.X(float64(p.Rollout)), f.Y(float64(p.Recomputed)))
+		c.Marks = append(c.Marks, mark{Tag: "circle", Class: "sp", X: f1(f.X(float64(p.Rollout))), Y: f1(f.Y(float64(p.Recomputed))), R: "2"})
 	}
-	b.WriteString(`</svg>`)
-	return template.HTML(b.String())
+	return chartNode(c)
 }
-
-func esc(s string) string { return html.EscapeString(s) }

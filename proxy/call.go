@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/legorl/legorl/policy/chat"
-	"github.com/legorl/legorl/policy/engine"
+	"github.com/legorl/legorl/policy/infer"
 	"github.com/legorl/legorl/policy/tokenizer"
 )
 
@@ -46,7 +46,7 @@ func (p *Proxy) call(ctx context.Context, w http.ResponseWriter, f wireFormat, r
 	ro.m.Calls++
 	sampling := ro.sampling
 	sampling.Seed = callSeed(ro.opt.Seed, index)
-	req := engine.Request{Session: ro.id, Prompt: pl.prompt, MaxTokens: turn.MaxTokens, StopTokens: p.stops, Sampling: sampling}
+	req := infer.Request{Session: ro.id, Prompt: pl.prompt, MaxTokens: turn.MaxTokens, StopTokens: p.stops, Sampling: sampling}
 	if pl.side {
 		req.Session = ro.id + sideSession
 	}
@@ -81,7 +81,7 @@ func (p *Proxy) call(ctx context.Context, w http.ResponseWriter, f wireFormat, r
 	}
 	textBytes, _ := p.tok.Decode(gen.Tokens) // ids were checked
 	text := string(textBytes)
-	if gen.Finish == engine.FinishContext {
+	if gen.Finish == infer.FinishContext {
 		ro.m.Overlong = true
 	}
 	_, gap := ro.rec.commit(pl, index, gen, text)
@@ -103,7 +103,7 @@ func (p *Proxy) call(ctx context.Context, w http.ResponseWriter, f wireFormat, r
 	switch {
 	case len(parsed.ToolCalls) > 0:
 		reply.Finish = FinishToolCalls
-	case gen.Finish != engine.FinishStop:
+	case gen.Finish != infer.FinishStop:
 		reply.Finish = FinishLength
 	}
 	reply.Usage = Usage{PromptTokens: len(pl.prompt), CompletionTokens: len(gen.Tokens), CachedTokens: gen.CachedTokens}
@@ -178,14 +178,14 @@ func (p *Proxy) parse(text string, turn Turn) chat.Parsed {
 
 // generate runs req, streaming deltas through out as tokens come when out
 // streams. An id outside the vocabulary stops the generation as bad output.
-func (p *Proxy) generate(ctx context.Context, req engine.Request, out *responder) (engine.Generation, error) {
+func (p *Proxy) generate(ctx context.Context, req infer.Request, out *responder) (infer.Generation, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var (
 		mu   sync.Mutex
 		done bool
 	)
-	emit := func(t engine.Token) {
+	emit := func(t infer.Token) {
 		mu.Lock()
 		defer mu.Unlock()
 		if done {
@@ -199,7 +199,7 @@ func (p *Proxy) generate(ctx context.Context, req engine.Request, out *responder
 		}()
 		if t.ID < 0 || int(t.ID) >= p.tok.VocabSize() {
 			done = true
-			cancel(fmt.Errorf("%w: token id %d outside the vocabulary of %d", engine.ErrBadOutput, t.ID, p.tok.VocabSize()))
+			cancel(fmt.Errorf("%w: token id %d outside the vocabulary of %d", infer.ErrBadOutput, t.ID, p.tok.VocabSize()))
 			return
 		}
 		if out.dec == nil || p.isStop(t.ID) {
@@ -208,7 +208,7 @@ func (p *Proxy) generate(ctx context.Context, req engine.Request, out *responder
 		piece, err := out.dec.Add(t.ID)
 		if err != nil {
 			done = true
-			cancel(fmt.Errorf("%w: %v", engine.ErrBadOutput, err))
+			cancel(fmt.Errorf("%w: %v", infer.ErrBadOutput, err))
 			return
 		}
 		out.send(piece)
@@ -228,16 +228,16 @@ func (p *Proxy) generate(ctx context.Context, req engine.Request, out *responder
 
 // check refuses a generation with an id outside the vocabulary, a NaN,
 // infinite or positive logprob, or lists of the wrong length.
-func (p *Proxy) check(g engine.Generation) error {
+func (p *Proxy) check(g infer.Generation) error {
 	if len(g.Logprobs) != len(g.Tokens) || (g.Versions != nil && len(g.Versions) != len(g.Tokens)) {
-		return fmt.Errorf("%w: %d tokens, %d logprobs, %d versions", engine.ErrBadOutput, len(g.Tokens), len(g.Logprobs), len(g.Versions))
+		return fmt.Errorf("%w: %d tokens, %d logprobs, %d versions", infer.ErrBadOutput, len(g.Tokens), len(g.Logprobs), len(g.Versions))
 	}
 	for i, id := range g.Tokens {
 		if id < 0 || int(id) >= p.tok.VocabSize() {
-			return fmt.Errorf("%w: token %d is id %d, vocabulary has %d", engine.ErrBadOutput, i, id, p.tok.VocabSize())
+			return fmt.Errorf("%w: token %d is id %d, vocabulary has %d", infer.ErrBadOutput, i, id, p.tok.VocabSize())
 		}
 		if lp := float64(g.Logprobs[i]); math.IsNaN(lp) || math.IsInf(lp, 0) || lp > 0 {
-			return fmt.Errorf("%w: token %d has logprob %v", engine.ErrBadOutput, i, lp)
+			return fmt.Errorf("%w: token %d has logprob %v", infer.ErrBadOutput, i, lp)
 		}
 	}
 	return nil

@@ -11,7 +11,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/legorl/legorl/policy/chat"
-	"github.com/legorl/legorl/policy/engine"
+	"github.com/legorl/legorl/policy/infer"
 )
 
 // received is what a client got for one call, in the proxy's terms.
@@ -183,7 +183,7 @@ func TestChatSDK(t *testing.T) {
 			if seg.RunID != "run" || seg.Iteration != 2 || seg.RolloutID != "r1" || seg.FirstCall != 0 || seg.LastCall != 2 {
 				t.Errorf("segment identity %+v", seg)
 			}
-			if seg.PolicyVersion != 3 || seg.Temperature != 1 || seg.TopP != 1 || seg.FinishReason != engine.FinishStop {
+			if seg.PolicyVersion != 3 || seg.Temperature != 1 || seg.TopP != 1 || seg.FinishReason != infer.FinishStop {
 				t.Errorf("segment version %d sampling %v %v finish %q", seg.PolicyVersion, seg.Temperature, seg.TopP, seg.FinishReason)
 			}
 			runs := sampledRuns(seg.CompletionTokenIDs, seg.LossMask)

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/legorl/legorl/policy/engine"
+	"github.com/legorl/legorl/policy/infer"
 )
 
 // Common API errors.
@@ -45,14 +45,14 @@ func tooLarge(limit int64) *apiError {
 // and reports whether it marks the rollout overlong or as bad output.
 func engineError(err error) (e *apiError, overlong, bad bool) {
 	switch {
-	case errors.Is(err, engine.ErrOverlong):
+	case errors.Is(err, infer.ErrOverlong):
 		return &apiError{Status: http.StatusBadRequest, Kind: KindContextLength, Code: "context_length_exceeded",
 			Param: "messages", Message: fmt.Sprintf("proxy: the prompt does not fit the model's context: %v", err)}, true, false
-	case errors.Is(err, engine.ErrBadOutput):
+	case errors.Is(err, infer.ErrBadOutput):
 		return serverError("proxy: the engine produced invalid output: %v", err), false, true
-	case errors.Is(err, engine.ErrInput):
+	case errors.Is(err, infer.ErrInput):
 		return badRequest("messages", "proxy: the engine refused the request: %v", err), false, false
-	case errors.Is(err, engine.ErrClosed):
+	case errors.Is(err, infer.ErrClosed):
 		return &apiError{Status: http.StatusServiceUnavailable, Kind: KindOverloaded,
 			Message: fmt.Sprintf("proxy: the engine is closed: %v", err)}, false, false
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -13,13 +13,13 @@ import (
 
 	"github.com/openai/openai-go/v3"
 
-	"github.com/legorl/legorl/policy/engine"
+	"github.com/legorl/legorl/policy/infer"
 )
 
 // genFunc is a Generator from a function.
-type genFunc func(ctx context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error)
+type genFunc func(ctx context.Context, req infer.Request, emit func(infer.Token)) (infer.Generation, error)
 
-func (f genFunc) Generate(ctx context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error) {
+func (f genFunc) Generate(ctx context.Context, req infer.Request, emit func(infer.Token)) (infer.Generation, error) {
 	return f(ctx, req, emit)
 }
 
@@ -140,10 +140,10 @@ func TestRequestErrors(t *testing.T) {
 func TestEngineErrors(t *testing.T) {
 	tok := testTokenizer(t)
 	hello := tok.EncodeSpecial("hello<|im_end|>")
-	good := func(emit func(engine.Token)) engine.Generation {
-		g := engine.Generation{Finish: engine.FinishStop}
+	good := func(emit func(infer.Token)) infer.Generation {
+		g := infer.Generation{Finish: infer.FinishStop}
 		for _, id := range hello {
-			emit(engine.Token{ID: id, Logprob: -1, Version: 1})
+			emit(infer.Token{ID: id, Logprob: -1, Version: 1})
 			g.Tokens, g.Logprobs, g.Versions = append(g.Tokens, id), append(g.Logprobs, -1), append(g.Versions, 1)
 		}
 		return g
@@ -158,54 +158,54 @@ func TestEngineErrors(t *testing.T) {
 		bad      bool
 		panics   int
 	}{
-		{"overlong prompt", func(ctx context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error) {
-			return engine.Generation{}, fmt.Errorf("%w: prompt of %d tokens", engine.ErrOverlong, len(req.Prompt))
+		{"overlong prompt", func(ctx context.Context, req infer.Request, emit func(infer.Token)) (infer.Generation, error) {
+			return infer.Generation{}, fmt.Errorf("%w: prompt of %d tokens", infer.ErrOverlong, len(req.Prompt))
 		}, 400, "invalid_request_error", "context_length_exceeded", true, false, 0},
-		{"context filled while generating", func(ctx context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error) {
+		{"context filled while generating", func(ctx context.Context, req infer.Request, emit func(infer.Token)) (infer.Generation, error) {
 			g := good(emit)
-			g.Finish = engine.FinishContext
+			g.Finish = infer.FinishContext
 			return g, nil
 		}, 200, "", "", true, false, 0},
-		{"engine failure", func(ctx context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error) {
-			return engine.Generation{}, errors.New("CUDA error: an illegal memory access")
+		{"engine failure", func(ctx context.Context, req infer.Request, emit func(infer.Token)) (infer.Generation, error) {
+			return infer.Generation{}, errors.New("CUDA error: an illegal memory access")
 		}, 500, "server_error", "", false, false, 0},
-		{"engine closed", func(ctx context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error) {
-			return engine.Generation{}, engine.ErrClosed
+		{"engine closed", func(ctx context.Context, req infer.Request, emit func(infer.Token)) (infer.Generation, error) {
+			return infer.Generation{}, infer.ErrClosed
 		}, 503, "server_error", "", false, false, 0},
-		{"engine reports bad output", func(ctx context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error) {
-			return engine.Generation{}, fmt.Errorf("%w: NaN logits", engine.ErrBadOutput)
+		{"engine reports bad output", func(ctx context.Context, req infer.Request, emit func(infer.Token)) (infer.Generation, error) {
+			return infer.Generation{}, fmt.Errorf("%w: NaN logits", infer.ErrBadOutput)
 		}, 500, "server_error", "", false, true, 0},
-		{"NaN logprob", func(ctx context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error) {
+		{"NaN logprob", func(ctx context.Context, req infer.Request, emit func(infer.Token)) (infer.Generation, error) {
 			g := good(emit)
 			g.Logprobs[1] = float32(math.NaN())
 			return g, nil
 		}, 500, "server_error", "", false, true, 0},
-		{"infinite logprob", func(ctx context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error) {
+		{"infinite logprob", func(ctx context.Context, req infer.Request, emit func(infer.Token)) (infer.Generation, error) {
 			g := good(emit)
 			g.Logprobs[0] = float32(math.Inf(-1))
 			return g, nil
 		}, 500, "server_error", "", false, true, 0},
-		{"id outside the vocabulary", func(ctx context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error) {
+		{"id outside the vocabulary", func(ctx context.Context, req infer.Request, emit func(infer.Token)) (infer.Generation, error) {
 			g := good(emit)
 			g.Tokens[0] = 1 << 20
 			return g, nil
 		}, 500, "server_error", "", false, true, 0},
-		{"streamed id outside the vocabulary", func(ctx context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error) {
-			emit(engine.Token{ID: -3, Logprob: -1})
+		{"streamed id outside the vocabulary", func(ctx context.Context, req infer.Request, emit func(infer.Token)) (infer.Generation, error) {
+			emit(infer.Token{ID: -3, Logprob: -1})
 			if ctx.Err() == nil {
-				return engine.Generation{}, errors.New("generation not canceled")
+				return infer.Generation{}, errors.New("generation not canceled")
 			}
-			return engine.Generation{}, ctx.Err()
+			return infer.Generation{}, ctx.Err()
 		}, 500, "server_error", "", false, true, 0},
-		{"ragged generation", func(ctx context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error) {
+		{"ragged generation", func(ctx context.Context, req infer.Request, emit func(infer.Token)) (infer.Generation, error) {
 			g := good(emit)
 			g.Logprobs = g.Logprobs[:1]
 			return g, nil
 		}, 500, "server_error", "", false, true, 0},
-		{"panic", func(ctx context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error) {
+		{"panic", func(ctx context.Context, req infer.Request, emit func(infer.Token)) (infer.Generation, error) {
 			var m map[string]int
 			m["boom"]++
-			return engine.Generation{}, nil
+			return infer.Generation{}, nil
 		}, 500, "server_error", "", false, false, 1},
 	}
 	for _, tt := range tests {
@@ -253,14 +253,14 @@ func TestStreamErrors(t *testing.T) {
 		gen        genFunc
 		wantStatus int // 0: the stream began
 	}{
-		{"before the first token", func(ctx context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error) {
-			return engine.Generation{}, engine.ErrOverlong
+		{"before the first token", func(ctx context.Context, req infer.Request, emit func(infer.Token)) (infer.Generation, error) {
+			return infer.Generation{}, infer.ErrOverlong
 		}, 400},
-		{"after some tokens", func(ctx context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error) {
+		{"after some tokens", func(ctx context.Context, req infer.Request, emit func(infer.Token)) (infer.Generation, error) {
 			for _, id := range tok.Encode("partial answer") {
-				emit(engine.Token{ID: id, Logprob: -1})
+				emit(infer.Token{ID: id, Logprob: -1})
 			}
-			return engine.Generation{}, errors.New("device lost")
+			return infer.Generation{}, errors.New("device lost")
 		}, 0},
 	}
 	for _, tt := range tests {

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/legorl/legorl/policy/chat"
-	"github.com/legorl/legorl/policy/engine"
+	"github.com/legorl/legorl/policy/infer"
 	"github.com/legorl/legorl/policy/tokenizer"
 	"github.com/legorl/legorl/proxy"
 )
@@ -20,10 +20,10 @@ type fixed struct {
 	text string
 }
 
-func (f fixed) Generate(_ context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error) {
-	g := engine.Generation{Finish: engine.FinishStop, PromptTokens: len(req.Prompt)}
+func (f fixed) Generate(_ context.Context, req infer.Request, emit func(infer.Token)) (infer.Generation, error) {
+	g := infer.Generation{Finish: infer.FinishStop, PromptTokens: len(req.Prompt)}
 	for _, id := range f.tok.EncodeSpecial(f.text) {
-		emit(engine.Token{ID: id, Logprob: -0.5, Version: 1})
+		emit(infer.Token{ID: id, Logprob: -0.5, Version: 1})
 		g.Tokens, g.Logprobs, g.Versions = append(g.Tokens, id), append(g.Logprobs, -0.5), append(g.Versions, 1)
 	}
 	return g, nil

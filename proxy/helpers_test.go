@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/legorl/legorl/policy/chat"
-	"github.com/legorl/legorl/policy/engine"
+	"github.com/legorl/legorl/policy/infer"
 	"github.com/legorl/legorl/policy/tokenizer"
 )
 
@@ -34,13 +34,13 @@ type scripted struct {
 	mu      sync.Mutex
 	texts   []string
 	calls   int
-	reqs    []engine.Request
+	reqs    []infer.Request
 	running map[string]bool
 	// hook, when set, runs before the generation; an error from it is
 	// returned as the generation's.
-	hook func(ctx context.Context, call int, req engine.Request) error
+	hook func(ctx context.Context, call int, req infer.Request) error
 	// edit, when set, changes each generation before it is returned.
-	edit func(g *engine.Generation)
+	edit func(g *infer.Generation)
 	// routing makes a fake MoE: every token routed to experts {id%4, 7}
 	// in 2 layers.
 	routing bool
@@ -52,7 +52,7 @@ func newScripted(t testing.TB, tok *tokenizer.Tokenizer, texts ...string) *scrip
 
 func fakeRoute(id int32) [][]int16 { return [][]int16{{int16(id % 4), 7}, {int16(id % 3), 5}} }
 
-func (s *scripted) Generate(ctx context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error) {
+func (s *scripted) Generate(ctx context.Context, req infer.Request, emit func(infer.Token)) (infer.Generation, error) {
 	s.mu.Lock()
 	call := s.calls
 	s.calls++
@@ -73,20 +73,20 @@ func (s *scripted) Generate(ctx context.Context, req engine.Request, emit func(e
 	}()
 	if s.hook != nil {
 		if err := s.hook(ctx, call, req); err != nil {
-			return engine.Generation{}, err
+			return infer.Generation{}, err
 		}
 	}
 	ids := s.tok.EncodeSpecial(text)
-	g := engine.Generation{Finish: engine.FinishStop, PromptTokens: len(req.Prompt), CachedTokens: len(req.Prompt) / 2}
+	g := infer.Generation{Finish: infer.FinishStop, PromptTokens: len(req.Prompt), CachedTokens: len(req.Prompt) / 2}
 	for i, id := range ids {
 		if req.MaxTokens > 0 && i == req.MaxTokens {
-			g.Finish = engine.FinishLength
+			g.Finish = infer.FinishLength
 			break
 		}
 		if err := ctx.Err(); err != nil {
-			return engine.Generation{}, err
+			return infer.Generation{}, err
 		}
-		tk := engine.Token{ID: id, Logprob: -0.25 * float32(i%5+1), Version: 3}
+		tk := infer.Token{ID: id, Logprob: -0.25 * float32(i%5+1), Version: 3}
 		if s.routing {
 			tk.Routing = fakeRoute(id)
 		}
@@ -110,10 +110,10 @@ func (s *scripted) Generate(ctx context.Context, req engine.Request, emit func(e
 }
 
 // requests returns a copy of the recorded requests.
-func (s *scripted) requests() []engine.Request {
+func (s *scripted) requests() []infer.Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]engine.Request(nil), s.reqs...)
+	return append([]infer.Request(nil), s.reqs...)
 }
 
 // testProxy serves a proxy over gen on an httptest server, with rollout

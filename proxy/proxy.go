@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/legorl/legorl/policy/chat"
-	"github.com/legorl/legorl/policy/engine"
+	"github.com/legorl/legorl/policy/infer"
 	"github.com/legorl/legorl/policy/tokenizer"
 )
 
@@ -34,7 +34,7 @@ import (
 // Generate returns). The local engine (policy/engine) and the remote
 // adapters (policy/remote) satisfy it.
 type Generator interface {
-	Generate(ctx context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error)
+	Generate(ctx context.Context, req infer.Request, emit func(infer.Token)) (infer.Generation, error)
 }
 
 // Template renders conversations to prompt text and parses completions
@@ -75,8 +75,8 @@ type Options struct {
 	// Sampling is the sampling of rollouts opened without their own; its
 	// Seed is ignored (each call's seed derives from the rollout's). Zero
 	// fields take the engine's defaults (temperature 1, top-p 1, no
-	// top-k). Defaults to engine.DefaultSampling.
-	Sampling engine.Sampling
+	// top-k). Defaults to infer.DefaultSampling.
+	Sampling infer.Sampling
 	// MaxTokens bounds a completion when the request sets no limit; 0
 	// means up to the context limit. Defaults to 0.
 	MaxTokens int
@@ -157,7 +157,7 @@ func wireFormats() map[string]wireFormat {
 // normalSampling fills the engine's defaults in (temperature 0 and top-p 0
 // mean 1), so that rows record what was used, and refuses settings the
 // engine would.
-func normalSampling(s engine.Sampling) (engine.Sampling, error) {
+func normalSampling(s infer.Sampling) (infer.Sampling, error) {
 	if s.Temperature == 0 {
 		s.Temperature = 1
 	}

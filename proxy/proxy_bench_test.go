@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/legorl/legorl/policy/chat"
-	"github.com/legorl/legorl/policy/engine"
+	"github.com/legorl/legorl/policy/infer"
 )
 
 // benchBody turns policy/chat's 20-turn agent conversation (42 messages,
@@ -60,10 +60,10 @@ func benchBody(b *testing.B) (full, prefix []byte) {
 // fixedGen returns the ids in next at once, as one generation.
 type fixedGen struct{ next []int32 }
 
-func (g *fixedGen) Generate(_ context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error) {
-	out := engine.Generation{Tokens: g.next, Finish: engine.FinishStop, PromptTokens: len(req.Prompt)}
+func (g *fixedGen) Generate(_ context.Context, req infer.Request, emit func(infer.Token)) (infer.Generation, error) {
+	out := infer.Generation{Tokens: g.next, Finish: infer.FinishStop, PromptTokens: len(req.Prompt)}
 	for _, id := range g.next {
-		emit(engine.Token{ID: id, Logprob: -1, Version: 1})
+		emit(infer.Token{ID: id, Logprob: -1, Version: 1})
 		out.Logprobs = append(out.Logprobs, -1)
 		out.Versions = append(out.Versions, 1)
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/legorl/legorl/policy/chat"
-	"github.com/legorl/legorl/policy/engine"
+	"github.com/legorl/legorl/policy/infer"
 )
 
 // chatReply is the part of a non-streamed reply the tests read.
@@ -123,7 +123,7 @@ func TestSamplingInjected(t *testing.T) {
 	tok := testTokenizer(t)
 	gen := newScripted(t, tok, "a<|im_end|>")
 	p, srv := testProxy(t, gen)
-	top := engine.Sampling{Temperature: 0.7, TopP: 0.9, TopK: 20}
+	top := infer.Sampling{Temperature: 0.7, TopP: 0.9, TopK: 20}
 	if err := p.Open("r3", RolloutOptions{RunID: "run", Seed: 42, Sampling: top}); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestSamplingInjected(t *testing.T) {
 func TestSerialized(t *testing.T) {
 	tok := testTokenizer(t)
 	gen := newScripted(t, tok, "ok<|im_end|>")
-	gen.hook = func(ctx context.Context, call int, req engine.Request) error {
+	gen.hook = func(ctx context.Context, call int, req infer.Request) error {
 		time.Sleep(2 * time.Millisecond)
 		return nil
 	}
@@ -198,7 +198,7 @@ func TestClientGoesAway(t *testing.T) {
 	tok := testTokenizer(t)
 	gen := newScripted(t, tok, "slow<|im_end|>", "fast<|im_end|>")
 	canceled := make(chan error, 1)
-	gen.hook = func(ctx context.Context, call int, req engine.Request) error {
+	gen.hook = func(ctx context.Context, call int, req infer.Request) error {
 		if call > 0 {
 			return nil
 		}
@@ -238,7 +238,7 @@ func TestRolloutLifecycle(t *testing.T) {
 	if err := p.Open("r1", RolloutOptions{}); !errors.Is(err, ErrRolloutExists) {
 		t.Errorf("Open twice: %v", err)
 	}
-	if err := p.Open("bad", RolloutOptions{Sampling: engine.Sampling{Temperature: -1}}); !errors.Is(err, ErrOptions) {
+	if err := p.Open("bad", RolloutOptions{Sampling: infer.Sampling{Temperature: -1}}); !errors.Is(err, ErrOptions) {
 		t.Errorf("Open with temperature -1: %v", err)
 	}
 	postChat(t, srv.URL+"/v1/chat/completions", okBody)

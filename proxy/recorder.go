@@ -3,7 +3,7 @@ package proxy
 import (
 	"strings"
 
-	"github.com/legorl/legorl/policy/engine"
+	"github.com/legorl/legorl/policy/infer"
 	"github.com/legorl/legorl/schemas"
 )
 
@@ -251,7 +251,7 @@ func commonPrefix(a, b string) int {
 // commit records call's generation where pl says. text is the decoded
 // completion (its end token included). gen must be checked already: one
 // logprob per token, Versions empty or one per token.
-func (r *recorder) commit(pl placement, call int, gen engine.Generation, text string) (*segment, bool) {
+func (r *recorder) commit(pl placement, call int, gen infer.Generation, text string) (*segment, bool) {
 	var s *segment
 	routed := gen.PromptRouting != nil || gen.Routing != nil
 	gap := false
@@ -342,7 +342,7 @@ func (r *recorder) rollback(s *segment, by int) {
 }
 
 // row returns the segment as a row of the segments table.
-func (s *segment) row(runID string, iteration int32, rolloutID string, sm engine.Sampling) schemas.Segment {
+func (s *segment) row(runID string, iteration int32, rolloutID string, sm infer.Sampling) schemas.Segment {
 	row := schemas.Segment{
 		RunID: runID, Iteration: iteration, RolloutID: rolloutID,
 		SegmentIndex: s.index, FirstCall: int32(s.firstCall), LastCall: int32(s.lastCall),

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/legorl/legorl/policy/chat"
-	"github.com/legorl/legorl/policy/engine"
+	"github.com/legorl/legorl/policy/infer"
 	"github.com/legorl/legorl/policy/tokenizer"
 )
 
@@ -34,7 +34,7 @@ var simTools = []chat.Tool{{Name: "bash", Description: "Run a command.",
 // commits it; it returns the message the harness would append.
 func (s *sim) do(msgs []chat.Message, tools []chat.Tool, completion string) chat.Message {
 	s.t.Helper()
-	return s.doFinish(msgs, tools, completion, engine.FinishStop)
+	return s.doFinish(msgs, tools, completion, infer.FinishStop)
 }
 
 func (s *sim) doFinish(msgs []chat.Message, tools []chat.Tool, completion, finish string) chat.Message {
@@ -48,7 +48,7 @@ func (s *sim) doFinish(msgs []chat.Message, tools []chat.Tool, completion, finis
 		s.t.Fatalf("call %d: the engine's prompt decodes to\n%q\nwant\n%q", s.call, got, prompt)
 	}
 	ids := s.tok.EncodeSpecial(completion)
-	gen := engine.Generation{Tokens: ids, Finish: finish}
+	gen := infer.Generation{Tokens: ids, Finish: finish}
 	for i, id := range ids {
 		gen.Logprobs = append(gen.Logprobs, -0.5-float32(i%3))
 		gen.Versions = append(gen.Versions, int64(10+s.call))
@@ -190,7 +190,7 @@ func TestRecorder(t *testing.T) {
 		}, []seg{{false, ReasonFirst, [2]int{0, 0}}, {false, ReasonCompletionRerendered, [2]int{1, 1}}}, 0},
 		{"completion cut by the length limit", func(s *sim) {
 			msgs := []chat.Message{simSystem, simUser}
-			a := s.doFinish(msgs, simTools, "<think>\nlong thought\n</think>\n\nI will", engine.FinishLength)
+			a := s.doFinish(msgs, simTools, "<think>\nlong thought\n</think>\n\nI will", infer.FinishLength)
 			msgs = append(msgs, a, chat.Message{Role: chat.RoleUser, Content: "go on"})
 			s.do(msgs, simTools, answerCompletion("z", "done"))
 		}, []seg{{false, ReasonFirst, [2]int{0, 0}}, {false, ReasonReasoningDropped, [2]int{1, 1}}}, 0},
@@ -268,7 +268,7 @@ func checkRows(t *testing.T, s *sim) {
 		}
 	}
 	for _, sg := range s.rec.segs {
-		row := sg.row("run", 1, "ro", engine.DefaultSampling(0))
+		row := sg.row("run", 1, "ro", infer.DefaultSampling(0))
 		if err := row.Validate(s.tok.VocabSize()); err != nil {
 			t.Fatal(err)
 		}
@@ -326,11 +326,11 @@ func TestRecorderRoutingGap(t *testing.T) {
 	prompt, _ := chat.Qwen3{}.Render(append(msgs, toolResult("ok")), simTools, chat.Options{AddGenerationPrompt: true})
 	pl := s.rec.place(describe(prompt, Turn{Messages: msgs, Tools: simTools}), tok.EncodeSpecial)
 	ids := tok.EncodeSpecial("x<|im_end|>")
-	_, gap := s.rec.commit(pl, 1, engine.Generation{Tokens: ids, Logprobs: make([]float32, len(ids)), Finish: engine.FinishStop}, "x<|im_end|>")
+	_, gap := s.rec.commit(pl, 1, infer.Generation{Tokens: ids, Logprobs: make([]float32, len(ids)), Finish: infer.FinishStop}, "x<|im_end|>")
 	if !gap {
 		t.Error("no routing gap reported")
 	}
-	row := s.rec.segs[0].row("run", 0, "ro", engine.DefaultSampling(0))
+	row := s.rec.segs[0].row("run", 0, "ro", infer.DefaultSampling(0))
 	if err := row.Validate(tok.VocabSize()); err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/legorl/legorl/policy/engine"
+	"github.com/legorl/legorl/policy/infer"
 	"github.com/legorl/legorl/schemas"
 )
 
@@ -20,7 +20,7 @@ type RolloutOptions struct {
 	Seed uint64
 	// Sampling is the rollout's sampling (its Seed is ignored). Defaults
 	// to the proxy's Options.Sampling.
-	Sampling engine.Sampling
+	Sampling infer.Sampling
 }
 
 // Record is what a finished rollout produced.
@@ -116,7 +116,7 @@ func (m Metrics) PrefixConsistency() float64 {
 type rollout struct {
 	id       string
 	opt      RolloutOptions
-	sampling engine.Sampling
+	sampling infer.Sampling
 	sem      chan struct{}
 
 	closed bool
@@ -143,7 +143,7 @@ func (p *Proxy) Open(id string, opt RolloutOptions) error {
 		return fmt.Errorf("%w: empty rollout id", ErrOptions)
 	}
 	s := opt.Sampling
-	if s == (engine.Sampling{}) {
+	if s == (infer.Sampling{}) {
 		s = p.opt.Sampling
 	}
 	s, err := normalSampling(s)

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/legorl/legorl/policy/checkpoint"
 	"github.com/legorl/legorl/policy/model"
 	"github.com/legorl/legorl/policy/safetensors"
 	"github.com/legorl/legorl/schemas"
@@ -24,8 +25,9 @@ import (
 // Files of a checkpoint folder besides the HF ones (config.json,
 // model.safetensors, tokenizer files).
 const (
-	// LineageFile records where the checkpoint came from.
-	LineageFile = "lineage.json"
+	// LineageFile records where the checkpoint came from; policy/checkpoint
+	// reads its header without the trainer.
+	LineageFile = checkpoint.File
 	// OptimizerFile holds AdamW's moments and step count, so the next
 	// iteration continues the optimizer (and the warm-up) where this one
 	// stopped.
@@ -38,7 +40,7 @@ const (
 )
 
 // LineageFormat is the format tag of lineage files this code writes.
-const LineageFormat = "legorl-lineage/1"
+const LineageFormat = checkpoint.Format
 
 // Lineage says where a checkpoint came from: its parent, the data and
 // config of the update, and what the update measured.
@@ -64,13 +66,7 @@ type Lineage struct {
 }
 
 // ParentRef names the checkpoint an update started from.
-type ParentRef struct {
-	Version int64  `json:"version"`
-	Path    string `json:"path"`
-	// WeightsSHA256 is the sha256 of the parent's model.safetensors (or of
-	// its shard index when sharded).
-	WeightsSHA256 string `json:"weights_sha256"`
-}
+type ParentRef = checkpoint.Parent
 
 // DataUse summarises the data an update read.
 type DataUse struct {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/legorl/legorl/harness"
+	"github.com/legorl/legorl/rollout"
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
 )
@@ -55,6 +56,12 @@ type Config struct {
 	// embedded engine.
 	RemoteURL  string
 	RemoteKind string
+	// Compute is the compute backend of the embedded engine's model
+	// (policy/backend: cpu, or cuda in a binary built with -tags cuda) and
+	// Precision its matrix products' (fp32 or bf16). Defaults to "": the
+	// model's own CPU backend.
+	Compute   string
+	Precision string
 
 	// Backend is the sandbox backend: local or docker. Defaults to local.
 	Backend string
@@ -62,7 +69,7 @@ type Config struct {
 	// (all groups of all DoFns there share the bound). Defaults to 4.
 	Parallel int
 
-	// Deadlines of a rollout's phases (transforms/rollout.Config): setup
+	// Deadlines of a rollout's phases (rollout.Config): setup
 	// (workspace, harness install, sandbox boot) defaults to 5 minutes, the
 	// agent to 30 minutes, grading to 10 minutes.
 	SetupTimeout time.Duration
@@ -168,8 +175,8 @@ func (c Config) Check() error {
 	if _, err := harness.Lookup(c.Harness); err != nil {
 		return err
 	}
-	if _, err := templateByName(c.Template); err != nil {
-		return err
+	if _, err := rollout.Template(c.Template); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	switch c.Backend {
 	case "local", "docker":

@@ -1,6 +1,6 @@
 // Package transforms holds the Beam DoFns and composite transforms of the
 // rollout side: reading and validating tasks, expanding each task to its
-// group of G rollouts, running the groups (transforms/rollout.Run per
+// group of G rollouts, running the groups (rollout.Run per
 // rollout, against an engine shared by the worker process) with deadlines
 // and a tail-kill, writing each group's rows as write-once Parquet shards
 // with a claim, and the one manifest commit per run and iteration with its

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/legorl/legorl/harness"
+	"github.com/legorl/legorl/rollout"
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
-	"github.com/legorl/legorl/transforms/rollout"
 )
 
 // runGroup runs a group whose claim does not exist yet: its rollouts side
@@ -134,7 +134,7 @@ const hardSlack = 3 * time.Minute
 func runOne(ctx context.Context, rt *runtime, cfg Config, h harness.Harness, g Group, spec Spec) (schemas.Rollout, []schemas.Segment, []schemas.Step, error) {
 	in := g.Task.Instance
 	rc := rollout.Config{
-		Backend: rt.backend, Grader: rt.grader, Proxy: rt.proxy, VocabSize: rt.tok.VocabSize(),
+		Backend: rt.Backend, Grader: rt.Grader, Proxy: rt.Proxy, VocabSize: rt.Tokenizer.VocabSize(),
 		PolicyVersion: cfg.PolicyVersion, Harness: h, AgentBinary: cfg.AgentBinary, MaxTurns: cfg.MaxTurns,
 		SuiteDir: g.Task.SuiteDir, Instance: &in, RunID: cfg.RunID, Iteration: cfg.Iteration, GroupID: g.GroupID,
 		RolloutID: spec.RolloutID, Seed: uint64(spec.Seed),

@@ -2,23 +2,12 @@ package transforms
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 
-	"github.com/legorl/legorl/policy/chat"
-	"github.com/legorl/legorl/policy/engine"
-	"github.com/legorl/legorl/policy/model"
-	"github.com/legorl/legorl/policy/remote"
-	"github.com/legorl/legorl/policy/tokenizer"
-	"github.com/legorl/legorl/proxy"
-	"github.com/legorl/legorl/sandbox"
-	"github.com/legorl/legorl/sandbox/docker"
-	"github.com/legorl/legorl/sandbox/grade"
-	"github.com/legorl/legorl/sandbox/local"
+	"github.com/legorl/legorl/rollout"
 	"github.com/legorl/legorl/storage"
 )
 
@@ -27,19 +16,15 @@ import (
 // over it, the sandbox backend and grader, and the bound on rollouts
 // running at once.
 type runtime struct {
-	tok     *tokenizer.Tokenizer
-	proxy   *proxy.Proxy
-	backend sandbox.Backend
-	grader  *grade.Grader
-	slots   chan struct{}
-	admit   sync.Mutex // held by a group while it takes its slots
-	closers []func()
-	met     RuntimeMetrics // what this process attached when it was built
+	*rollout.Runtime
+	slots chan struct{}
+	admit sync.Mutex     // held by a group while it takes its slots
+	met   RuntimeMetrics // what this process attached when it was built
 }
 
 func (r *runtime) close() {
-	for i := len(r.closers) - 1; i >= 0; i-- {
-		r.closers[i]()
+	if r.Runtime != nil {
+		r.Runtime.Close()
 	}
 }
 
@@ -94,8 +79,8 @@ func SetStoreOptions(opt storage.Options) {
 
 // runtimeKey is the registry key of a config.
 func (c Config) runtimeKey() string {
-	return fmt.Sprintf("%s@%d|%s|%d|%s|%s|%s", c.Policy, c.PolicyVersion, c.Template, c.MaxTokens,
-		c.RemoteKind, c.RemoteURL, c.Backend)
+	return fmt.Sprintf("%s@%d|%s|%d|%s|%s|%s|%s|%s", c.Policy, c.PolicyVersion, c.Template, c.MaxTokens,
+		c.RemoteKind, c.RemoteURL, c.Backend, c.Compute, c.Precision)
 }
 
 // acquire returns the runtime of cfg, building it the first time; every
@@ -172,76 +157,22 @@ func (g *registry) closeAll() {
 // DoFns down, and the local sandbox backend has a helper process to end.
 func CloseRuntimes() { runtimes.closeAll() }
 
-func templateByName(name string) (proxy.Template, error) {
-	switch name {
-	case "qwen3":
-		return chat.Qwen3{}, nil
-	case "qwen3-coder":
-		return chat.Qwen3Coder{}, nil
-	}
-	return nil, fmt.Errorf("%w: unknown template %q: want qwen3 or qwen3-coder", ErrConfig, name)
-}
-
-func newRuntime(ctx context.Context, cfg Config) (rt *runtime, err error) {
-	rt = &runtime{slots: make(chan struct{}, cfg.Parallel), met: currentRuntimeMetrics()}
-	defer func() {
-		if err != nil {
-			rt.close()
-			rt = nil
-		}
-	}()
-	tmpl, err := templateByName(cfg.Template)
+// newRuntime builds the runtime of cfg with rollout.New, the one place a
+// rollout runtime is assembled, and this process's metrics.
+func newRuntime(ctx context.Context, cfg Config) (*runtime, error) {
+	met := currentRuntimeMetrics()
+	rt, err := rollout.New(ctx, rollout.Options{Policy: cfg.Policy, Version: cfg.PolicyVersion,
+		Remote:  rollout.Remote{Kind: cfg.RemoteKind, URL: cfg.RemoteURL},
+		Compute: cfg.Compute, Precision: cfg.Precision, Template: cfg.Template, MaxTokens: cfg.MaxTokens,
+		Sandbox: cfg.Backend, Metrics: rollout.Metrics{Engine: met.Engine, Proxy: met.Proxy, Sandbox: met.Sandbox}})
 	if err != nil {
-		return rt, err
-	}
-	rt.tok, err = tokenizer.Load(filepath.Join(cfg.Policy, "tokenizer.json"))
-	if err != nil {
-		return rt, fmt.Errorf("transforms: policy %s: %w", cfg.Policy, err)
-	}
-	var gen proxy.Generator
-	switch cfg.RemoteKind {
-	case "":
-		m, err := model.Load(cfg.Policy)
-		if err != nil {
-			return rt, fmt.Errorf("transforms: policy %s: %w", cfg.Policy, err)
+		if errors.Is(err, rollout.ErrOptions) {
+			err = fmt.Errorf("%w: %w", ErrConfig, err)
 		}
-		eng := engine.New(m, cfg.PolicyVersion, engine.Options{Metrics: rt.met.Engine})
-		rt.closers = append(rt.closers, eng.Close)
-		gen = eng
-	default:
-		opt := remote.Options{VocabSize: rt.tok.VocabSize(), Version: cfg.PolicyVersion}
-		var e *remote.Engine
-		if cfg.RemoteKind == "vllm" {
-			e, err = remote.NewVLLM(cfg.RemoteURL, opt)
-		} else {
-			e, err = remote.NewSGLang(cfg.RemoteURL, opt)
-		}
-		if err != nil {
-			return rt, err
-		}
-		gen = e
+		return nil, err
 	}
-	rt.proxy, err = proxy.New(proxy.Options{Generator: gen, Tokenizer: rt.tok, Template: tmpl, MaxTokens: cfg.MaxTokens,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ServerMetrics: rt.met.Proxy})
-	if err != nil {
-		return rt, err
-	}
-	switch cfg.Backend {
-	case "docker":
-		b, err := docker.New(ctx, docker.Options{Metrics: rt.met.Sandbox})
-		if err != nil {
-			return rt, err
-		}
-		rt.backend = b
-		rt.closers = append(rt.closers, func() { b.Close() })
-	default:
-		b := local.New(local.Options{Metrics: rt.met.Sandbox})
-		rt.backend = b
-		rt.closers = append(rt.closers, func() { b.Close() })
-	}
-	rt.grader = grade.New(rt.backend, grade.Options{})
 	built.Add(1)
-	return rt, nil
+	return &runtime{Runtime: rt, slots: make(chan struct{}, cfg.Parallel), met: met}, nil
 }
 
 // OpenStore opens cfg's store with this process's credentials

@@ -23,11 +23,11 @@ import (
 	"github.com/legorl/legorl/harness/agent"
 	"github.com/legorl/legorl/policy/model"
 	"github.com/legorl/legorl/policy/tokenizer"
+	"github.com/legorl/legorl/rollout"
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/tasks"
 	"github.com/legorl/legorl/tasks/builtin"
-	"github.com/legorl/legorl/transforms/rollout"
 )
 
 // Unit tests build pipelines on the direct runner. The test binary doubles

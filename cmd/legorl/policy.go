@@ -1,66 +1,57 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
-	"io"
-	"path/filepath"
+	"strings"
 
-	"github.com/legorl/legorl/policy/chat"
-	"github.com/legorl/legorl/policy/model"
-	"github.com/legorl/legorl/policy/tokenizer"
-	"github.com/legorl/legorl/proxy"
-	"github.com/legorl/legorl/trainer"
+	"github.com/legorl/legorl/rollout"
 )
 
-// templates are the chat templates --template names.
-var templateNames = "qwen3 or qwen3-coder"
+// templateNames are the chat templates --template names.
+var templateNames = strings.Join(rollout.Templates(), " or ")
 
-func templateByName(name string) (proxy.Template, error) {
-	switch name {
-	case "qwen3":
-		return chat.Qwen3{}, nil
-	case "qwen3-coder":
-		return chat.Qwen3Coder{}, nil
+// remoteFlags are --remote and --remote-url; they mean the same on every
+// command that generates (serve, rollout, eval).
+type remoteFlags struct{ kind, url *string }
+
+func addRemoteFlags(fs *flag.FlagSet) remoteFlags {
+	return remoteFlags{
+		kind: fs.String("remote", "", "generate on a remote engine instead of the embedded one: vllm or sglang (--policy still gives the tokenizer)"),
+		url:  fs.String("remote-url", "", "base URL of the remote engine (with --remote), e.g. http://gpu-host:8000"),
 	}
-	return nil, fmt.Errorf("unknown --template %q: want %s", name, templateNames)
 }
 
-// policyDir is a loaded checkpoint folder: weights, tokenizer and the
-// version its lineage.json records (0 without one).
-type policyDir struct {
-	model   *model.Model
-	tok     *tokenizer.Tokenizer
-	version int64
+// value checks the flags and returns the remote engine they name (a zero
+// Kind: the embedded engine).
+func (r remoteFlags) value() (rollout.Remote, error) {
+	switch *r.kind {
+	case "":
+		if *r.url != "" {
+			return rollout.Remote{}, errors.New("--remote-url needs --remote vllm or sglang")
+		}
+		return rollout.Remote{}, nil
+	case rollout.RemoteVLLM, rollout.RemoteSGLang:
+		if *r.url == "" {
+			return rollout.Remote{}, fmt.Errorf("--remote %s needs --remote-url", *r.kind)
+		}
+		return rollout.Remote{Kind: *r.kind, URL: *r.url}, nil
+	}
+	return rollout.Remote{}, fmt.Errorf("unknown --remote %q: want vllm or sglang", *r.kind)
 }
 
-// loadPolicy reads an HF checkpoint folder (config.json, model.safetensors,
-// tokenizer.json). A model whose vocabulary is larger than the tokenizer's
-// (real Qwen3 checkpoints pad it) gets a note: the local engine samples
-// only the tokenizer's ids (the model's Support), and a remote server must
-// be set up to do the same (README, "Remote engines"). A tokenizer larger
-// than the model gets a warning.
-func loadPolicy(dir, cmd string, stderr io.Writer) (*policyDir, error) {
-	m, err := model.Load(dir)
-	if err != nil {
-		return nil, err
+// warn prints a runtime's warnings about its policy.
+func warn(rt *rollout.Runtime, cmd string, stderr interface{ Write([]byte) (int, error) }) {
+	for _, w := range rt.Warnings {
+		fmt.Fprintf(stderr, "legorl %s: warning: %s\n", cmd, w)
 	}
-	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
-	if err != nil {
-		return nil, fmt.Errorf("policy: %w", err)
+}
+
+// checkTemplate checks --template.
+func checkTemplate(name string) error {
+	if _, err := rollout.Template(name); err != nil {
+		return fmt.Errorf("unknown --template %q: want %s", name, templateNames)
 	}
-	switch v := m.Config().VocabSize; {
-	case v > tok.VocabSize():
-		fmt.Fprintf(stderr, "legorl %s: note: the model's vocab_size %d pads past the tokenizer's %d ids: the engine samples only those (a remote server must too: README, Remote engines)\n", cmd, v, tok.VocabSize())
-	case v < tok.VocabSize():
-		fmt.Fprintf(stderr, "legorl %s: warning: the tokenizer's %d ids exceed the model's vocab_size %d: a prompt with an id past it is refused\n", cmd, tok.VocabSize(), v)
-	}
-	p := &policyDir{model: m, tok: tok}
-	lin, err := trainer.ReadLineage(dir)
-	if err != nil {
-		return nil, err
-	}
-	if lin != nil {
-		p.version = lin.Version
-	}
-	return p, nil
+	return nil
 }

@@ -15,12 +15,10 @@ import (
 	"time"
 
 	"github.com/legorl/legorl/harness"
-	"github.com/legorl/legorl/policy/engine"
-	"github.com/legorl/legorl/proxy"
+	"github.com/legorl/legorl/rollout"
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/tasks"
-	"github.com/legorl/legorl/transforms/rollout"
 )
 
 // agentProgram is the built-in agents' program, looked for beside legorl.
@@ -44,14 +42,13 @@ func runRollout(ctx context.Context, env *environ, args []string, stdout, stderr
 	seed := fs.Uint64("seed", 0, "sampling seed of the rollout (pipeline: mixed into every rollout's seed)")
 	maxTurns := fs.Int("max-turns", 30, "agent turns at most")
 	maxTokens := fs.Int("max-tokens", 1024, "tokens of one completion at most, when the harness asks for no limit")
-	templateName := fs.String("template", "qwen3", "chat template: qwen3 or qwen3-coder")
+	templateName := fs.String("template", "qwen3", "chat template: "+templateNames)
 	agentPath := fs.String("agent", "", "the legorl-agent program (built-in harnesses); defaults to legorl-agent beside legorl")
 	backendName := fs.String("backend", "local", "sandbox backend: "+strings.Join(backendNames(), ", "))
 	agentTimeout := fs.Duration("agent-timeout", 30*time.Minute, "deadline of the agent")
 	gradeTimeout := fs.Duration("grade-timeout", 10*time.Minute, "deadline of grading")
 	pf := addPipelineFlags(fs)
 	pf.splits = fs.String("split", tasks.SplitTrain, "pipeline: task splits rolled out, comma-separated (tasks without a split always are; held-out splits belong to legorl eval)")
-	compute := addComputeFlags(fs)
 	if err := parseFlags(fs, stderr, args); err != nil {
 		return err
 	}
@@ -73,7 +70,10 @@ func runRollout(ctx context.Context, env *environ, args []string, stdout, stderr
 	if err != nil {
 		return err
 	}
-	tmpl, err := templateByName(*templateName)
+	if err := checkTemplate(*templateName); err != nil {
+		return err
+	}
+	rem, err := pf.remote.value()
 	if err != nil {
 		return err
 	}
@@ -91,45 +91,28 @@ func runRollout(ctx context.Context, env *environ, args []string, stdout, stderr
 			return err
 		}
 	}
-	newBackend, ok := sandboxBackends()[*backendName]
-	if !ok {
+	if _, ok := sandboxBackends()[*backendName]; !ok {
 		return fmt.Errorf("unknown backend %q: want one of %s", *backendName, strings.Join(backendNames(), ", "))
 	}
 
-	// The policy: checkpoint, tokenizer, engine, proxy.
-	pol, err := loadPolicy(*policyDir, "rollout", stderr)
+	// The runtime: checkpoint, tokenizer, engine (or remote), proxy,
+	// sandbox backend, grader.
+	rt, err := rollout.New(ctx, rollout.Options{Policy: *policyDir, Version: -1, Remote: rem,
+		Compute: *pf.compute.name, Precision: *pf.compute.precision, Template: *templateName, MaxTokens: *maxTokens,
+		Sandbox: *backendName, Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		return err
 	}
-	be, err := compute.open()
-	if err != nil {
-		return err
-	}
-	defer be.Close()
-	pol.model.SetBackend(be)
-	version, tok := pol.version, pol.tok
-	eng := engine.New(pol.model, version, engine.Options{})
-	defer eng.Close()
-	p, err := proxy.New(proxy.Options{Generator: eng, Tokenizer: tok, Template: tmpl, MaxTokens: *maxTokens,
-		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		return err
-	}
+	defer rt.Close()
+	warn(rt, "rollout", stderr)
 	st, err := sf.open(ctx, env, true)
 	if err != nil {
 		return err
 	}
-	b, err := newBackend(ctx)
-	if err != nil {
-		return err
-	}
-	if c, ok := b.(io.Closer); ok {
-		defer c.Close()
-	}
 
 	it := int32(*iteration)
 	row, segs, steps, runErr := rollout.Run(ctx, rollout.Config{
-		Backend: b, Proxy: p, VocabSize: tok.VocabSize(), PolicyVersion: version,
+		Backend: rt.Backend, Grader: rt.Grader, Proxy: rt.Proxy, VocabSize: rt.Tokenizer.VocabSize(), PolicyVersion: rt.Version,
 		Harness: h, AgentBinary: *agentPath, MaxTurns: *maxTurns,
 		SuiteDir: suite.Dir, Instance: inst,
 		RunID: *run, Iteration: it, RolloutID: rollout.ID(*run, it, inst.InstanceID, *index), Seed: *seed,

@@ -19,9 +19,9 @@ import (
 
 	"github.com/legorl/legorl/pipelines/rollout"
 	"github.com/legorl/legorl/pipelines/runner"
+	"github.com/legorl/legorl/policy/checkpoint"
 	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/tasks"
-	"github.com/legorl/legorl/trainer"
 	"github.com/legorl/legorl/transforms"
 )
 
@@ -39,8 +39,8 @@ type pipelineFlags struct {
 	tailShare    *float64
 	tailGrace    *time.Duration
 	setupTimeout *time.Duration
-	remoteURL    *string
-	remoteKind   *string
+	remote       remoteFlags
+	compute      computeFlags
 	metricsAddr  *string
 }
 
@@ -69,8 +69,8 @@ func addPipelineFlags(fs *flag.FlagSet) *pipelineFlags {
 	p.tailShare = fs.Float64("tail-share", 0.75, "pipeline: once this share of a group has ended, the rest get --tail-grace more, then are killed and masked as timeout (1: off)")
 	p.tailGrace = fs.Duration("tail-grace", 10*time.Minute, "pipeline: see --tail-share")
 	p.setupTimeout = fs.Duration("setup-timeout", 5*time.Minute, "deadline of a rollout's setup (workspace, harness install, sandbox boot)")
-	p.remoteURL = fs.String("remote", "", "pipeline: a vLLM or SGLang server to generate with instead of the embedded engine (--policy still gives the tokenizer)")
-	p.remoteKind = fs.String("remote-kind", "vllm", "pipeline: vllm or sglang (with --remote)")
+	p.remote = addRemoteFlags(fs)
+	p.compute = addComputeFlags(fs)
 	p.metricsAddr = fs.String("metrics-addr", "", "pipeline: serve Prometheus metrics at http://ADDR/metrics while it runs, e.g. 127.0.0.1:9090 (rollouts of workers in this process: the default prism loopback); empty: off")
 	return p
 }
@@ -178,27 +178,24 @@ func pipelineConfig(ctx context.Context, env *environ, sf *storeFlags, a rollout
 	if _, err := os.Stat(filepath.Join(policy, "tokenizer.json")); err != nil {
 		return fail(fmt.Errorf("policy: %w", err))
 	}
-	lin, err := trainer.ReadLineage(policy)
+	polVersion, err := checkpoint.Version(policy)
 	if err != nil {
 		return fail(err)
-	}
-	var polVersion int64
-	if lin != nil {
-		polVersion = lin.Version
 	}
 	if a.agent == "" {
 		if a.agent, err = findAgent(); err != nil {
 			return fail(err)
 		}
 	}
-	remoteKind := ""
-	if *pf.remoteURL != "" {
-		remoteKind = *pf.remoteKind
+	rem, err := pf.remote.value()
+	if err != nil {
+		return fail(err)
 	}
 	cfg := transforms.Config{
 		Store: sf.uri, S3Endpoint: sf.endpoint, RunID: a.run, Iteration: int32(a.iteration), Group: *pf.group, SeedBase: a.seed,
 		Harness: a.harness, MaxTurns: a.maxTurns, AgentBinary: a.agent, Policy: policy, PolicyVersion: polVersion,
-		Template: a.template, MaxTokens: a.maxTokens, RemoteURL: *pf.remoteURL, RemoteKind: remoteKind,
+		Template: a.template, MaxTokens: a.maxTokens, RemoteURL: rem.URL, RemoteKind: rem.Kind,
+		Compute: *pf.compute.name, Precision: *pf.compute.precision,
 		Backend: a.backend, Parallel: *pf.parallel, SetupTimeout: *pf.setupTimeout, AgentTimeout: a.agentTimeout,
 		GradeTimeout: a.gradeTimeout, TailShare: *pf.tailShare, TailGrace: *pf.tailGrace, CodeVersion: version,
 		JobID: newJobID(),

@@ -37,62 +37,31 @@ func TestRolloutPipelineKillResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	storeDir := filepath.Join(dir, "store")
-	args := []string{"rollout", "--tasks", suite, "--harness", "bash", "--policy", policy, "--group", "1", "--parallel", "1",
-		"--store", "file://" + storeDir, "--split", "train,heldout,heldout_family", "--run", "kill9", "--iteration", "2", "--max-turns", "2", "--max-tokens", "16", "--agent", self}
-
-	// First run, killed with SIGKILL after its first claim.
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), "LEGORL_TEST_RUN_MAIN=1", "LEGORL_TEST_ARGS="+strings.Join(args, " "))
-	var childErr bytes.Buffer
-	cmd.Stderr = &childErr
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	claims := filepath.Join(storeDir, "runs/kill9/claims/rollout/iter-000002")
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	var storeDir string
+	var args []string
 	killedAt := 0
-	deadline := time.After(3 * time.Minute)
-wait:
-	for {
-		select {
-		case err := <-exited:
-			t.Logf("the first run ended before it could be killed (%v): %s", err, childErr.String())
-			break wait
-		case <-deadline:
-			cmd.Process.Kill()
-			t.Fatalf("no claim within 3 minutes: %s", childErr.String())
-		case <-time.After(50 * time.Millisecond):
+	// The first run must be killed with at least one claim made: a run that
+	// ends before any claim proves nothing, so it is retried on a fresh
+	// store, and the test fails if no attempt could be killed in time.
+	for attempt := 1; killedAt == 0; attempt++ {
+		if attempt > 3 {
+			t.Fatal("the first run ended before its first claim in 3 attempts: the kill -9 was never exercised")
 		}
-		// Count committed claims only: the file store writes a temporary
-		// file in the same folder before it links the claim's name.
-		ents, _ := os.ReadDir(claims)
-		n := 0
-		for _, e := range ents {
-			if strings.HasSuffix(e.Name(), ".json") && !strings.HasPrefix(e.Name(), ".") {
-				n++
-			}
-		}
-		if n >= 1 {
-			killedAt = n
-			cmd.Process.Kill() // SIGKILL
-			<-exited
-			break
-		}
+		storeDir = filepath.Join(dir, "store-"+strconv.Itoa(attempt))
+		args = []string{"rollout", "--tasks", suite, "--harness", "bash", "--policy", policy, "--group", "1", "--parallel", "1",
+			"--store", "file://" + storeDir, "--split", "train,heldout,heldout_family", "--run", "kill9", "--iteration", "2", "--max-turns", "2", "--max-tokens", "16", "--agent", self}
+		killedAt = killAfterFirstClaim(t, self, args, filepath.Join(storeDir, "runs/kill9/claims/rollout/iter-000002"))
 	}
-	t.Logf("first run killed after %s with %d group(s) claimed", time.Since(start).Round(time.Millisecond), killedAt)
 	st, err := storage.Open(context.Background(), "file://"+storeDir, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := storage.Latest(context.Background(), st, storage.ManifestRef{RunID: "kill9", Iteration: 2, Stage: "rollout"}); killedAt > 0 && err == nil {
+	if _, err := storage.Latest(context.Background(), st, storage.ManifestRef{RunID: "kill9", Iteration: 2, Stage: "rollout"}); err == nil {
 		t.Fatal("a killed run committed its manifest")
 	}
 
 	// Second run: completes the iteration.
-	start = time.Now()
+	start := time.Now()
 	code, stdout, stderr := runCLI(t, testEnv(nil), args...)
 	if code != 0 {
 		t.Fatalf("rerun: exit %d: %s", code, stderr)
@@ -139,6 +108,52 @@ wait:
 	for id, n := range seen {
 		if n != 1 {
 			t.Errorf("rollout %s committed %d times", id, n)
+		}
+	}
+}
+
+// killAfterFirstClaim runs `legorl ARGS` in a child process and kills it
+// with SIGKILL as soon as the claims folder holds a committed claim. It
+// returns the number of claims seen at the kill, or 0 when the child ended
+// on its own before any claim.
+func killAfterFirstClaim(t *testing.T, self string, args []string, claims string) int {
+	t.Helper()
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), "LEGORL_TEST_RUN_MAIN=1", "LEGORL_TEST_ARGS="+strings.Join(args, " "))
+	var childErr bytes.Buffer
+	cmd.Stderr = &childErr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.After(3 * time.Minute)
+	for {
+		select {
+		case err := <-exited:
+			t.Logf("the first run ended before it could be killed (%v): %s", err, childErr.String())
+			return 0
+		case <-deadline:
+			cmd.Process.Kill()
+			<-exited
+			t.Fatalf("no claim within 3 minutes: %s", childErr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		// Count committed claims only: the file store writes a temporary
+		// file in the same folder before it links the claim's name.
+		ents, _ := os.ReadDir(claims)
+		n := 0
+		for _, e := range ents {
+			if strings.HasSuffix(e.Name(), ".json") && !strings.HasPrefix(e.Name(), ".") {
+				n++
+			}
+		}
+		if n >= 1 {
+			cmd.Process.Kill() // SIGKILL
+			<-exited
+			t.Logf("first run killed after %s with %d group(s) claimed", time.Since(start).Round(time.Millisecond), n)
+			return n
 		}
 	}
 }

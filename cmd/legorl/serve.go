@@ -11,8 +11,9 @@ import (
 	"time"
 
 	"github.com/legorl/legorl/policy/engine"
-	"github.com/legorl/legorl/policy/remote"
+	"github.com/legorl/legorl/policy/infer"
 	"github.com/legorl/legorl/proxy"
+	"github.com/legorl/legorl/rollout"
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
 )
@@ -38,8 +39,7 @@ func runServe(ctx context.Context, env *environ, args []string, stdout, stderr i
 	topK := fs.Int("top-k", 0, "keep the K most likely tokens; 0: no cut")
 	seed := fs.Uint64("seed", 0, "sampling seed; each call's seed derives from it and the call index")
 	maxTokens := fs.Int("max-tokens", 0, "completion limit when a request sets none; 0: up to the context")
-	remoteKind := fs.String("remote", "", "generate on a remote engine instead: vllm or sglang")
-	remoteURL := fs.String("remote-url", "", "base URL of the remote engine, e.g. http://gpu-host:8000")
+	remote := addRemoteFlags(fs)
 	compute := addComputeFlags(fs)
 	if err := parseFlags(fs, stderr, args); err != nil {
 		return err
@@ -53,7 +53,10 @@ func runServe(ctx context.Context, env *environ, args []string, stdout, stderr i
 	if err := storage.CheckName("run id", *run); err != nil {
 		return err
 	}
-	tmpl, err := templateByName(*templateName)
+	if err := checkTemplate(*templateName); err != nil {
+		return err
+	}
+	rem, err := remote.value()
 	if err != nil {
 		return err
 	}
@@ -64,46 +67,20 @@ func runServe(ctx context.Context, env *environ, args []string, stdout, stderr i
 			return err
 		}
 	}
-	pol, err := loadPolicy(*policyDir, "serve", stderr)
-	if err != nil {
-		return err
-	}
-	be, err := compute.open()
-	if err != nil {
-		return err
-	}
-	defer be.Close()
-	pol.model.SetBackend(be)
 	reg := newRegistry()
-	var gen proxy.Generator
-	switch *remoteKind {
-	case "":
-		eng := engine.New(pol.model, pol.version, engine.Options{Metrics: engine.NewMetrics(reg)})
-		defer eng.Close()
-		gen = eng
-	case "vllm", "sglang":
-		if *remoteURL == "" {
-			return fmt.Errorf("--remote %s needs --remote-url", *remoteKind)
-		}
-		opt := remote.Options{Model: *modelName, VocabSize: pol.tok.VocabSize(),
-			ContextLength: pol.model.Config().MaxPositionEmbeddings, Version: pol.version, Stream: true}
-		newRemote := map[string]func(string, remote.Options) (*remote.Engine, error){"vllm": remote.NewVLLM, "sglang": remote.NewSGLang}
-		r, err := newRemote[*remoteKind](*remoteURL, opt)
-		if err != nil {
-			return err
-		}
-		gen = r
-	default:
-		return fmt.Errorf("unknown --remote %q: want vllm or sglang", *remoteKind)
-	}
-	p, err := proxy.New(proxy.Options{Generator: gen, Tokenizer: pol.tok, Template: tmpl, ModelName: *modelName,
-		Sampling:      engine.Sampling{Temperature: *temperature, TopP: *topP, TopK: *topK},
-		MaxTokens:     *maxTokens,
-		Logger:        slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		ServerMetrics: proxy.NewServerMetrics(reg)})
+	rem.Stream = true
+	rt, err := rollout.New(ctx, rollout.Options{Policy: *policyDir, Version: -1, Remote: rem,
+		Compute: *compute.name, Precision: *compute.precision, Template: *templateName, ModelName: *modelName,
+		Sampling:  infer.Sampling{Temperature: *temperature, TopP: *topP, TopK: *topK},
+		MaxTokens: *maxTokens, Sandbox: rollout.SandboxNone,
+		Metrics: rollout.Metrics{Engine: engine.NewMetrics(reg), Proxy: proxy.NewServerMetrics(reg)},
+		Logger:  slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		return err
 	}
+	defer rt.Close()
+	warn(rt, "serve", stderr)
+	p := rt.Proxy
 	// Reopen the default rollout with the run id and seed of the flags.
 	if _, err := p.Finish(proxy.DefaultRollout); err != nil {
 		return err
@@ -122,7 +99,7 @@ func runServe(ctx context.Context, env *environ, args []string, stdout, stderr i
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
-	fmt.Fprintf(stdout, "legorl serve: policy %s (version %d) at http://%s/v1\n", *policyDir, pol.version, l.Addr())
+	fmt.Fprintf(stdout, "legorl serve: policy %s (version %d) at http://%s/v1\n", *policyDir, rt.Version, l.Addr())
 
 	rec := &recorder{st: st, run: *run, stderr: stderr}
 	tick := time.NewTicker(*flush)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/legorl/legorl/harness/scripted"
 	"github.com/legorl/legorl/policy/tokenizer"
+	"github.com/legorl/legorl/rollout"
 	"github.com/legorl/legorl/trainer"
-	"github.com/legorl/legorl/transforms/rollout"
 )
 
 // TestSFT runs `legorl sft demos` for both agents on a generated suite and

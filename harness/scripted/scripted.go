@@ -55,13 +55,13 @@ var (
 )
 
 // DefaultWorkdir is where rollouts show the task's repository to the agent
-// (transforms/rollout.WorkspaceDir); demonstrations name it in place of
+// (rollout.WorkspaceDir); demonstrations name it in place of
 // the temporary folder the solver ran in, so their prompts are the ones a
 // rollout sends.
 const DefaultWorkdir = "/workspace"
 
 // ProgramDir is where rollouts show an npm harness's installed program
-// (transforms/rollout.ProgramDir); pi's system prompt names its own
+// (rollout.ProgramDir); pi's system prompt names its own
 // documentation there, so demonstrations name it in place of the host's
 // install folder.
 const ProgramDir = "/legorl/program"
@@ -113,7 +113,7 @@ type Options struct {
 	// pinned set (tools/harnesses) is used as it is; otherwise pi is
 	// installed there with npm, as rollouts do (harness.Pi.Install).
 	// Defaults to $TMPDIR/legorl-harness, the rollouts' default
-	// (transforms/rollout.Config.CacheDir).
+	// (rollout.Config.CacheDir).
 	HarnessCache string
 }
 

@@ -85,6 +85,34 @@ func TestImportsPointDown(t *testing.T) {
 	for _, b := range bad {
 		t.Error(b)
 	}
+	for _, b := range forbidden(pkgs, Forbidden) {
+		t.Error(b)
+	}
+}
+
+// under reports whether import path p is the module package rel or below it.
+func under(p, rel string) bool {
+	full := module + "/" + rel
+	return p == full || strings.HasPrefix(p, full+"/")
+}
+
+// forbidden checks every package's non-test imports against the edges.
+func forbidden(pkgs []pkg, edges []Edge) []string {
+	var bad []string
+	for _, p := range pkgs {
+		for _, e := range edges {
+			if !under(p.ImportPath, e.From) {
+				continue
+			}
+			for _, imp := range p.Imports {
+				if under(imp, e.To) {
+					bad = append(bad, fmt.Sprintf("%s imports %s: %s", p.ImportPath, imp, e.Why))
+				}
+			}
+		}
+	}
+	sort.Strings(bad)
+	return bad
 }
 
 // The checker itself must catch violations, or the test above proves nothing.
@@ -107,6 +135,15 @@ func TestViolationsAreFound(t *testing.T) {
 		if !strings.Contains(strings.Join(bad, "\n"), want) {
 			t.Errorf("violation %d (%q) not reported: %q", i, want, bad)
 		}
+	}
+	fb := forbidden([]pkg{
+		{ImportPath: module + "/proxy", Imports: []string{module + "/policy/engine"}},
+		{ImportPath: module + "/proxy", TestImports: []string{module + "/policy/engine"}}, // tests may
+		{ImportPath: module + "/policy/remote/x", Imports: []string{module + "/policy/engine/y"}},
+		{ImportPath: module + "/proxyfoo", Imports: []string{module + "/policy/engine"}}, // not under proxy
+	}, Forbidden)
+	if len(fb) != 2 {
+		t.Errorf("forbidden edges: got %q, want 2", fb)
 	}
 	if _, err := Allowed([]Layer{{"a", []string{"b"}}, {"b", nil}}); err == nil {
 		t.Error("a layer importing one listed after it was accepted")

@@ -16,7 +16,8 @@ var Layers = []Layer{
 	{"sandbox", []string{"tasks"}},
 	{"proxy", []string{"policy", "schemas", "sandbox"}}, // sandbox: Listen, to serve inside a sandbox
 	{"harness", []string{"sandbox"}},
-	{"transforms", []string{"schemas", "storage", "tasks", "policy", "sandbox", "proxy", "harness"}},
+	{"rollout", []string{"schemas", "storage", "tasks", "policy", "sandbox", "proxy", "harness"}},
+	{"transforms", []string{"rollout"}},
 	{"pipelines", []string{"transforms"}},
 	{"trainer", []string{"policy", "storage", "schemas"}},
 	{"loop", []string{"pipelines", "trainer"}},
@@ -24,6 +25,27 @@ var Layers = []Layer{
 	{"cmd", []string{"loop", "monitor"}},
 	{"internal", []string{"cmd"}}, // test-only helpers; may look at everything
 }
+
+// Forbidden lists imports that the layer table allows but the design does
+// not: a consumer of a contract package must not import an implementation
+// of it. From and To are package paths under the module (a path covers its
+// subpackages); only non-test imports count (tests may build the real
+// thing).
+var Forbidden = []Edge{
+	// The proxy consumes the generation contract (policy/infer), whichever
+	// engine implements it.
+	{"proxy", "policy/engine", "the proxy consumes policy/infer"},
+	// The vLLM/SGLang adapters implement the contract beside the engine.
+	{"policy/remote", "policy/engine", "the remote adapters implement policy/infer"},
+	// Checkpoint headers come from policy/checkpoint; the rollout side
+	// never needs the trainer.
+	{"proxy", "trainer", "read checkpoint headers with policy/checkpoint"},
+	{"rollout", "trainer", "read checkpoint headers with policy/checkpoint"},
+	{"transforms", "trainer", "read checkpoint headers with policy/checkpoint"},
+}
+
+// Edge is one forbidden import and why.
+type Edge struct{ From, To, Why string }
 
 // Layer is one top-level package and the packages it may import directly.
 type Layer struct {

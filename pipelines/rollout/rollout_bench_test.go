@@ -17,9 +17,9 @@ import (
 	"github.com/legorl/legorl/policy/model"
 	"github.com/legorl/legorl/policy/tokenizer"
 	"github.com/legorl/legorl/proxy"
+	"github.com/legorl/legorl/rollout"
 	"github.com/legorl/legorl/sandbox/grade"
 	"github.com/legorl/legorl/sandbox/local"
-	"github.com/legorl/legorl/transforms/rollout"
 )
 
 // The benchmarks run the two-task suite with G=2 (4 rollouts, bash agent,

@@ -267,7 +267,7 @@ func (e *Engine) Generate(ctx context.Context, req Request, emit func(Token)) (G
 	// The loop reads the slices after a cancelled Generate has returned:
 	// it gets its own copies.
 	req.Prompt, req.StopTokens = slices.Clone(req.Prompt), slices.Clone(req.StopTokens)
-	r := &request{req: req, sampling: req.Sampling.normalize(), queued: time.Now(), ready: make(chan struct{}, 1), done: make(chan struct{})}
+	r := &request{req: req, sampling: req.Sampling.Normalize(), queued: time.Now(), ready: make(chan struct{}, 1), done: make(chan struct{})}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -297,7 +297,7 @@ func (e *Engine) Generate(ctx context.Context, req Request, emit func(Token)) (G
 
 // validate checks a request against the model's config.
 func validate(req Request, s Sampling, c *model.Config) error {
-	if err := s.validate(); err != nil {
+	if err := s.Validate(); err != nil {
 		return err
 	}
 	if len(req.Prompt) == 0 {

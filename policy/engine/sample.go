@@ -24,31 +24,6 @@ func mix64(z uint64) uint64 {
 	return z ^ z>>31
 }
 
-// normalize fills in the defaults of a Sampling: temperature 0 and top-p 0
-// mean 1.
-func (s Sampling) normalize() Sampling {
-	if s.Temperature == 0 {
-		s.Temperature = 1
-	}
-	if s.TopP == 0 {
-		s.TopP = 1
-	}
-	return s
-}
-
-// validate checks normalized settings; the message names the bad field.
-func (s Sampling) validate() error {
-	switch {
-	case !(s.Temperature > 0) || math.IsInf(s.Temperature, 0):
-		return fmt.Errorf("%w: Sampling.Temperature %g is not a positive number", ErrInput, s.Temperature)
-	case !(s.TopP > 0 && s.TopP <= 1):
-		return fmt.Errorf("%w: Sampling.TopP %g is outside (0, 1]", ErrInput, s.TopP)
-	case s.TopK < 0:
-		return fmt.Errorf("%w: Sampling.TopK %d is negative", ErrInput, s.TopK)
-	}
-	return nil
-}
-
 // sampler holds the scratch buffers of sample, reused across calls; one
 // per goroutine.
 type sampler struct {

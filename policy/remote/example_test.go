@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/legorl/legorl/policy/engine"
+	"github.com/legorl/legorl/policy/infer"
 	"github.com/legorl/legorl/policy/remote"
 	"github.com/legorl/legorl/policy/remote/remotetest"
 )
@@ -24,8 +24,8 @@ func ExampleNewVLLM() {
 	if err != nil {
 		panic(err)
 	}
-	req := engine.Request{Prompt: []int32{1, 5, 9}, StopTokens: []int32{2}, Sampling: engine.DefaultSampling(1)}
-	g, err := e.Generate(context.Background(), req, func(t engine.Token) {
+	req := infer.Request{Prompt: []int32{1, 5, 9}, StopTokens: []int32{2}, Sampling: infer.DefaultSampling(1)}
+	g, err := e.Generate(context.Background(), req, func(t infer.Token) {
 		fmt.Println("token", t.ID, t.Logprob)
 	})
 	if err != nil {
@@ -52,7 +52,7 @@ func ExampleNewSGLang() {
 	if err != nil {
 		panic(err)
 	}
-	req := engine.Request{Prompt: []int32{1, 5, 9}, MaxTokens: 8, StopTokens: []int32{2}, Sampling: engine.DefaultSampling(1)}
+	req := infer.Request{Prompt: []int32{1, 5, 9}, MaxTokens: 8, StopTokens: []int32{2}, Sampling: infer.DefaultSampling(1)}
 	g, err := e.Generate(context.Background(), req, nil)
 	if err != nil {
 		panic(err)

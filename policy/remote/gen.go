@@ -5,17 +5,17 @@ import (
 	"math"
 	"slices"
 
-	"github.com/legorl/legorl/policy/engine"
+	"github.com/legorl/legorl/policy/infer"
 )
 
 // gen gathers one generation as the server's response or stream arrives and
 // checks every piece of it before the caller sees it.
 type gen struct {
 	e    *Engine
-	req  engine.Request
+	req  infer.Request
 	pl   plan
-	emit func(engine.Token)
-	out  engine.Generation
+	emit func(infer.Token)
+	out  infer.Generation
 
 	done   bool   // a finish reason arrived
 	reason string // the server's finish reason: "stop" or "length"
@@ -82,7 +82,7 @@ func (g *gen) add(ids []int64, lps []number, version int64) error {
 		g.out.Logprobs = append(g.out.Logprobs, vals[i])
 		g.out.Versions = append(g.out.Versions, version)
 		if g.pl.stream && g.emit != nil {
-			g.emit(engine.Token{ID: int32(id), Logprob: vals[i], Version: version})
+			g.emit(infer.Token{ID: int32(id), Logprob: vals[i], Version: version})
 		}
 	}
 	return nil
@@ -99,62 +99,62 @@ func (g *gen) setFinish(reason string) error {
 
 // finish checks the whole generation, attaches its routes and, when not
 // streaming, emits its tokens.
-func (g *gen) finish() (engine.Generation, error) {
+func (g *gen) finish() (infer.Generation, error) {
 	e := g.e
 	p, c := len(g.req.Prompt), len(g.out.Tokens)
 	if !g.done {
-		return engine.Generation{}, e.badOutput("response without a finish reason")
+		return infer.Generation{}, e.badOutput("response without a finish reason")
 	}
 	if c == 0 {
-		return engine.Generation{}, e.badOutput("finished (%q) without a token", g.reason)
+		return infer.Generation{}, e.badOutput("finished (%q) without a token", g.reason)
 	}
 	stop := func(id int32) bool { return slices.Contains(g.req.StopTokens, id) }
 	for i, id := range g.out.Tokens[:c-1] {
 		if stop(id) {
-			return engine.Generation{}, e.badOutput("token %d is stop token %d but the generation went on", i, id)
+			return infer.Generation{}, e.badOutput("token %d is stop token %d but the generation went on", i, id)
 		}
 	}
 	switch {
 	case stop(g.out.Tokens[c-1]) && (g.reason == "stop" || g.reason == "length"):
-		g.out.Finish = engine.FinishStop
+		g.out.Finish = infer.FinishStop
 	case g.reason == "stop":
-		return engine.Generation{}, e.badOutput("finish reason \"stop\" but the last token %d is not a stop token", g.out.Tokens[c-1])
+		return infer.Generation{}, e.badOutput("finish reason \"stop\" but the last token %d is not a stop token", g.out.Tokens[c-1])
 	case g.reason == "length":
 		if c != g.pl.maxTokens {
-			return engine.Generation{}, e.badOutput("finish reason \"length\" after %d tokens, %d asked for", c, g.pl.maxTokens)
+			return infer.Generation{}, e.badOutput("finish reason \"length\" after %d tokens, %d asked for", c, g.pl.maxTokens)
 		}
-		g.out.Finish = engine.FinishLength
+		g.out.Finish = infer.FinishLength
 		if g.pl.toContext {
-			g.out.Finish = engine.FinishContext
+			g.out.Finish = infer.FinishContext
 		}
 	default:
-		return engine.Generation{}, e.badOutput("unknown finish reason %q", g.reason)
+		return infer.Generation{}, e.badOutput("unknown finish reason %q", g.reason)
 	}
 	if g.counted && (g.promptCount != p || g.completed != c) {
-		return engine.Generation{}, e.badOutput("server counts %d prompt and %d completion tokens, got %d and %d", g.promptCount, g.completed, p, c)
+		return infer.Generation{}, e.badOutput("server counts %d prompt and %d completion tokens, got %d and %d", g.promptCount, g.completed, p, c)
 	}
 	if g.echo != nil {
 		if len(g.echo) != p {
-			return engine.Generation{}, e.badOutput("server echoed a prompt of %d tokens, sent %d", len(g.echo), p)
+			return infer.Generation{}, e.badOutput("server echoed a prompt of %d tokens, sent %d", len(g.echo), p)
 		}
 		for i, id := range g.echo {
 			if id != int64(g.req.Prompt[i]) {
-				return engine.Generation{}, e.badOutput("server echoed prompt token %d as %d, sent %d", i, id, g.req.Prompt[i])
+				return infer.Generation{}, e.badOutput("server echoed prompt token %d as %d, sent %d", i, id, g.req.Prompt[i])
 			}
 		}
 	}
 	if g.cached < 0 || g.cached > p {
-		return engine.Generation{}, e.badOutput("%d cached tokens for a prompt of %d", g.cached, p)
+		return infer.Generation{}, e.badOutput("%d cached tokens for a prompt of %d", g.cached, p)
 	}
 	g.out.PromptTokens, g.out.CachedTokens = p, g.cached
 	if e.opt.Routing {
 		if err := g.attachRoutes(); err != nil {
-			return engine.Generation{}, err
+			return infer.Generation{}, err
 		}
 	}
 	if !g.pl.stream && g.emit != nil {
 		for i, id := range g.out.Tokens {
-			t := engine.Token{ID: id, Logprob: g.out.Logprobs[i], Version: g.out.Versions[i]}
+			t := infer.Token{ID: id, Logprob: g.out.Logprobs[i], Version: g.out.Versions[i]}
 			if g.out.Routing != nil {
 				t.Routing = g.out.Routing[i]
 			}

@@ -1,8 +1,8 @@
 package remote
 
-import "github.com/legorl/legorl/policy/engine"
+import "github.com/legorl/legorl/policy/infer"
 
 // engine1 is a one-token prompt with the training sampling.
-func engine1() engine.Request {
-	return engine.Request{Prompt: []int32{1}, MaxTokens: 2, Sampling: engine.DefaultSampling(1)}
+func engine1() infer.Request {
+	return infer.Request{Prompt: []int32{1}, MaxTokens: 2, Sampling: infer.DefaultSampling(1)}
 }

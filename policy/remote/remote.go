@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/legorl/legorl/policy/engine"
+	"github.com/legorl/legorl/policy/infer"
 )
 
 // ErrUnavailable: the server could not be reached or did not finish the
@@ -25,10 +25,10 @@ import (
 var ErrUnavailable = errors.New("remote: engine unavailable")
 
 // LogprobsMode says which distribution the logprobs a server reports come
-// from. The engine contract (engine.Token.Logprob) is the distribution the
+// from. The engine contract (infer.Token.Logprob) is the distribution the
 // token was drawn from, after temperature, top-k and top-p; a mode that
 // reports something else is only accepted for sampling settings under which
-// the two coincide, and Generate rejects other settings with engine.ErrInput.
+// the two coincide, and Generate rejects other settings with infer.ErrInput.
 type LogprobsMode string
 
 const (
@@ -42,12 +42,12 @@ const (
 	// LogprobsRaw: the model's unmodified distribution. vLLM's default
 	// (--logprobs-mode raw_logprobs) and SGLang with
 	// SGLANG_RETURN_ORIGINAL_LOGPROB=1: valid only at temperature 1, top-p
-	// 1, no top-k (the training default, engine.DefaultSampling).
+	// 1, no top-k (the training default, infer.DefaultSampling).
 	LogprobsRaw LogprobsMode = "raw"
 )
 
 // accepts reports whether logprobs of mode m satisfy the contract for s.
-func (m LogprobsMode) accepts(s engine.Sampling) error {
+func (m LogprobsMode) accepts(s infer.Sampling) error {
 	truncated := s.TopK > 0 || (s.TopP != 0 && s.TopP != 1)
 	switch m {
 	case LogprobsProcessed:
@@ -59,7 +59,7 @@ func (m LogprobsMode) accepts(s engine.Sampling) error {
 		return nil
 	case LogprobsRaw:
 		if truncated || s.Temperature != 1 {
-			return fmt.Errorf("the server reports raw logprobs (%s), so temperature %g, top-p %g, top-k %d would record the wrong distribution; use engine.DefaultSampling, or start vLLM with --logprobs-mode processed_logprobs", m, s.Temperature, s.TopP, s.TopK)
+			return fmt.Errorf("the server reports raw logprobs (%s), so temperature %g, top-p %g, top-k %d would record the wrong distribution; use infer.DefaultSampling, or start vLLM with --logprobs-mode processed_logprobs", m, s.Temperature, s.TopP, s.TopK)
 		}
 		return nil
 	default:
@@ -89,7 +89,7 @@ type Options struct {
 	// ContextLength is the server's context (vLLM --max-model-len, SGLang
 	// --context-length). Generate uses it to fill MaxTokens 0, to clamp
 	// MaxTokens to what fits, to refuse a prompt that leaves no room
-	// (engine.ErrOverlong) and to tell FinishContext from FinishLength.
+	// (infer.ErrOverlong) and to tell FinishContext from FinishLength.
 	// Defaults to 0, unknown: MaxTokens 0 is then refused.
 	ContextLength int
 	// Version is the policy version recorded on every token until
@@ -113,7 +113,7 @@ type Options struct {
 	Logprobs LogprobsMode
 	// Routing asks for the MoE routed experts of every token (vLLM and
 	// SGLang both need --enable-return-routed-experts); a response without
-	// them is engine.ErrBadOutput. Defaults to false (dense model, or
+	// them is infer.ErrBadOutput. Defaults to false (dense model, or
 	// routes not recorded).
 	Routing bool
 	// ExpertsPerToken is the model's num_experts_per_tok. Required by
@@ -124,7 +124,7 @@ type Options struct {
 	// to fit an int16.
 	Experts int
 	// MoELayers lists, in order, which of the server's layers are MoE
-	// layers; only those are kept in engine.Token.Routing. Defaults to nil:
+	// layers; only those are kept in infer.Token.Routing. Defaults to nil:
 	// every layer the server reports.
 	MoELayers []int
 	// RequestTimeout bounds one Generate call. Defaults to 0: ctx only.
@@ -171,7 +171,7 @@ func NewSGLang(baseURL string, opt Options) (*Engine, error) {
 func newEngine(k kind, name, baseURL string, opt Options) (*Engine, error) {
 	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%w: remote: %s base URL %q: want http(s)://host:port", engine.ErrInput, name, baseURL)
+		return nil, fmt.Errorf("%w: remote: %s base URL %q: want http(s)://host:port", infer.ErrInput, name, baseURL)
 	}
 	switch k {
 	case vllm:
@@ -184,20 +184,20 @@ func newEngine(k kind, name, baseURL string, opt Options) (*Engine, error) {
 		u.Path += "/generate"
 	}
 	if opt.VocabSize <= 0 {
-		return nil, fmt.Errorf("%w: remote: Options.VocabSize %d, must be > 0", engine.ErrInput, opt.VocabSize)
+		return nil, fmt.Errorf("%w: remote: Options.VocabSize %d, must be > 0", infer.ErrInput, opt.VocabSize)
 	}
 	if opt.ContextLength < 0 || opt.ExpertsPerToken < 0 || opt.Experts < 0 || opt.MaxResponseBytes < 0 {
-		return nil, fmt.Errorf("%w: remote: negative Options field", engine.ErrInput)
+		return nil, fmt.Errorf("%w: remote: negative Options field", infer.ErrInput)
 	}
 	if opt.Routing && k == sglang && opt.ExpertsPerToken == 0 {
-		return nil, fmt.Errorf("%w: remote: SGLang routes come without a shape: Options.ExpertsPerToken is required", engine.ErrInput)
+		return nil, fmt.Errorf("%w: remote: SGLang routes come without a shape: Options.ExpertsPerToken is required", infer.ErrInput)
 	}
 	if opt.VersionFromServer && k != sglang {
-		return nil, fmt.Errorf("%w: remote: %s reports no weight version: Options.VersionFromServer is SGLang only", engine.ErrInput, name)
+		return nil, fmt.Errorf("%w: remote: %s reports no weight version: Options.VersionFromServer is SGLang only", infer.ErrInput, name)
 	}
 	for i, l := range opt.MoELayers {
 		if l < 0 || (i > 0 && l <= opt.MoELayers[i-1]) {
-			return nil, fmt.Errorf("%w: remote: Options.MoELayers must be increasing non-negative layer indices", engine.ErrInput)
+			return nil, fmt.Errorf("%w: remote: Options.MoELayers must be increasing non-negative layer indices", infer.ErrInput)
 		}
 	}
 	if opt.Logprobs == "" {
@@ -206,8 +206,8 @@ func newEngine(k kind, name, baseURL string, opt Options) (*Engine, error) {
 			opt.Logprobs = LogprobsTemperature
 		}
 	}
-	if err := opt.Logprobs.accepts(engine.DefaultSampling(0)); err != nil {
-		return nil, fmt.Errorf("%w: remote: %v", engine.ErrInput, err)
+	if err := opt.Logprobs.accepts(infer.DefaultSampling(0)); err != nil {
+		return nil, fmt.Errorf("%w: remote: %v", infer.ErrInput, err)
 	}
 	if opt.ConnectTimeout == 0 {
 		opt.ConnectTimeout = 10 * time.Second
@@ -255,9 +255,9 @@ type plan struct {
 
 // plan validates req the way the local engine does and decides the wire
 // parameters.
-func (e *Engine) plan(req engine.Request) (plan, error) {
+func (e *Engine) plan(req infer.Request) (plan, error) {
 	bad := func(format string, a ...any) (plan, error) {
-		return plan{}, fmt.Errorf("%w: remote: "+format, append([]any{engine.ErrInput}, a...)...)
+		return plan{}, fmt.Errorf("%w: remote: "+format, append([]any{infer.ErrInput}, a...)...)
 	}
 	p := len(req.Prompt)
 	if p == 0 {
@@ -306,7 +306,7 @@ func (e *Engine) plan(req engine.Request) (plan, error) {
 			room-- // SGLang refuses input + max_new_tokens >= context length
 		}
 		if room < 1 {
-			return plan{}, fmt.Errorf("%w: remote: prompt of %d tokens leaves no room in the %s context of %d", engine.ErrOverlong, p, e.name, n)
+			return plan{}, fmt.Errorf("%w: remote: prompt of %d tokens leaves no room in the %s context of %d", infer.ErrOverlong, p, e.name, n)
 		}
 	}
 	switch {
@@ -328,16 +328,16 @@ func (e *Engine) plan(req engine.Request) (plan, error) {
 // Generation always has them. When Generate fails, tokens already emitted
 // are not part of any result and must be dropped.
 //
-// Every error wraps engine.ErrInput (a request the adapter or the server
-// refuses), engine.ErrOverlong (the prompt does not fit the context),
-// engine.ErrBadOutput (a NaN/Inf or missing logprob, a token id outside
+// Every error wraps infer.ErrInput (a request the adapter or the server
+// refuses), infer.ErrOverlong (the prompt does not fit the context),
+// infer.ErrBadOutput (a NaN/Inf or missing logprob, a token id outside
 // the vocabulary, lengths that disagree, malformed JSON, routes of the
 // wrong shape) or ErrUnavailable (network, timeout, ctx, HTTP 5xx, a cut
 // stream); a cancelled or expired ctx is also wrapped.
-func (e *Engine) Generate(ctx context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error) {
+func (e *Engine) Generate(ctx context.Context, req infer.Request, emit func(infer.Token)) (infer.Generation, error) {
 	pl, err := e.plan(req)
 	if err != nil {
-		return engine.Generation{}, err
+		return infer.Generation{}, err
 	}
 	if e.opt.RequestTimeout > 0 {
 		var cancel context.CancelFunc
@@ -352,7 +352,7 @@ func (e *Engine) Generate(ctx context.Context, req engine.Request, emit func(eng
 	}
 	resp, err := e.post(ctx, body, pl.stream)
 	if err != nil {
-		return engine.Generation{}, err
+		return infer.Generation{}, err
 	}
 	defer resp.Body.Close()
 	r := &limitReader{r: resp.Body, left: e.opt.MaxResponseBytes}
@@ -371,7 +371,7 @@ func (e *Engine) Generate(ctx context.Context, req engine.Request, emit func(eng
 		}
 	}
 	if err != nil {
-		return engine.Generation{}, err
+		return infer.Generation{}, err
 	}
 	return g.finish()
 }
@@ -406,11 +406,11 @@ func (e *Engine) readStream(ctx context.Context, r io.Reader, g *gen) error {
 func (e *Engine) post(ctx context.Context, body any, stream bool) (*http.Response, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
-		return nil, fmt.Errorf("%w: remote: encoding the %s request: %v", engine.ErrInput, e.name, err)
+		return nil, fmt.Errorf("%w: remote: encoding the %s request: %v", infer.ErrInput, e.name, err)
 	}
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(b))
 	if err != nil {
-		return nil, fmt.Errorf("%w: remote: %v", engine.ErrInput, err)
+		return nil, fmt.Errorf("%w: remote: %v", infer.ErrInput, err)
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	if stream {
@@ -453,11 +453,11 @@ func (e *Engine) statusErr(code int, raw []byte) error {
 	var sentinel error
 	switch {
 	case (code == 400 || code == 413 || code == 422) && isOverlong(msg):
-		sentinel = engine.ErrOverlong
+		sentinel = infer.ErrOverlong
 	case code == 408 || code == 429 || code >= 500:
 		sentinel = ErrUnavailable
 	case code >= 400:
-		sentinel = engine.ErrInput
+		sentinel = infer.ErrInput
 	default:
 		sentinel = ErrUnavailable
 	}
@@ -474,9 +474,9 @@ func (e *Engine) eventErr(w *wireError) error {
 	code := w.status()
 	switch {
 	case isOverlong(msg):
-		return fmt.Errorf("%w: %s: %s", engine.ErrOverlong, e.name, msg)
+		return fmt.Errorf("%w: %s: %s", infer.ErrOverlong, e.name, msg)
 	case code >= 400 && code < 500 && code != 408 && code != 429:
-		return fmt.Errorf("%w: %s: error %d: %s", engine.ErrInput, e.name, code, msg)
+		return fmt.Errorf("%w: %s: error %d: %s", infer.ErrInput, e.name, code, msg)
 	default:
 		return fmt.Errorf("%w: %s: error: %s", ErrUnavailable, e.name, msg)
 	}
@@ -486,7 +486,7 @@ func (e *Engine) eventErr(w *wireError) error {
 func (e *Engine) readErr(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, errTooLarge):
-		return fmt.Errorf("%w: %s: %v (%d)", engine.ErrBadOutput, e.name, err, e.opt.MaxResponseBytes)
+		return fmt.Errorf("%w: %s: %v (%d)", infer.ErrBadOutput, e.name, err, e.opt.MaxResponseBytes)
 	case ctx.Err() != nil:
 		return fmt.Errorf("%w: %s: reading the response: %w", ErrUnavailable, e.name, ctx.Err())
 	default:
@@ -494,7 +494,7 @@ func (e *Engine) readErr(ctx context.Context, err error) error {
 	}
 }
 
-// badOutput is an engine.ErrBadOutput error about e's response.
+// badOutput is an infer.ErrBadOutput error about e's response.
 func (e *Engine) badOutput(format string, a ...any) error {
-	return fmt.Errorf("%w: %s: "+format, append([]any{engine.ErrBadOutput, e.name}, a...)...)
+	return fmt.Errorf("%w: %s: "+format, append([]any{infer.ErrBadOutput, e.name}, a...)...)
 }

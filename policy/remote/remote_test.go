@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/legorl/legorl/policy/engine"
+	"github.com/legorl/legorl/policy/infer"
 	"github.com/legorl/legorl/policy/remote"
 	"github.com/legorl/legorl/policy/remote/remotetest"
 )
@@ -25,11 +25,11 @@ var prompt = []int32{1, 2, 3, 4}
 
 // The remote engine has the local engine's method.
 var _ interface {
-	Generate(context.Context, engine.Request, func(engine.Token)) (engine.Generation, error)
+	Generate(context.Context, infer.Request, func(infer.Token)) (infer.Generation, error)
 } = (*remote.Engine)(nil)
 
-func request(maxTokens int) engine.Request {
-	return engine.Request{Prompt: prompt, MaxTokens: maxTokens, StopTokens: []int32{stop}, Sampling: engine.DefaultSampling(42)}
+func request(maxTokens int) infer.Request {
+	return infer.Request{Prompt: prompt, MaxTokens: maxTokens, StopTokens: []int32{stop}, Sampling: infer.DefaultSampling(42)}
 }
 
 // server is one of the two fakes with its engine.
@@ -58,11 +58,11 @@ func start(t *testing.T, s server, opt remote.Options, reply remotetest.Reply) (
 }
 
 // run generates and collects what emit saw.
-func run(t *testing.T, e *remote.Engine, ctx context.Context, req engine.Request) (engine.Generation, []engine.Token, error) {
+func run(t *testing.T, e *remote.Engine, ctx context.Context, req infer.Request) (infer.Generation, []infer.Token, error) {
 	t.Helper()
 	var mu sync.Mutex
-	var seen []engine.Token
-	g, err := e.Generate(ctx, req, func(tok engine.Token) {
+	var seen []infer.Token
+	g, err := e.Generate(ctx, req, func(tok infer.Token) {
 		mu.Lock()
 		seen = append(seen, tok)
 		mu.Unlock()
@@ -75,7 +75,7 @@ func TestGenerate(t *testing.T) {
 		for _, c := range []struct {
 			name      string
 			opt       remote.Options
-			req       engine.Request
+			req       infer.Request
 			reply     remotetest.Reply
 			sentMax   int
 			finish    string
@@ -89,48 +89,48 @@ func TestGenerate(t *testing.T) {
 				opt:     remote.Options{Version: 3},
 				req:     request(8),
 				reply:   remotetest.Reply{Tokens: []int32{5, 6, stop}, Logprobs: []float64{-0.1, -0.2, -0.3}, Finish: "stop", CachedTokens: 2},
-				sentMax: 8, finish: engine.FinishStop, sentTopP: 1, sentTopK: -1, versionOf: 3,
+				sentMax: 8, finish: infer.FinishStop, sentTopP: 1, sentTopK: -1, versionOf: 3,
 			},
 			{
 				name:    "length stream",
 				opt:     remote.Options{Stream: true, Version: 5},
 				req:     request(3),
 				reply:   remotetest.Reply{Tokens: []int32{5, 6, 7}, Logprobs: []float64{-1, -2, -3}, Finish: "length", Chunk: 2},
-				sentMax: 3, finish: engine.FinishLength, streamed: true, sentTopP: 1, sentTopK: -1, versionOf: 5,
+				sentMax: 3, finish: infer.FinishLength, streamed: true, sentTopP: 1, sentTopK: -1, versionOf: 5,
 			},
 			{
 				name:    "incremental stream",
 				opt:     remote.Options{Stream: true},
 				req:     request(3),
 				reply:   remotetest.Reply{Tokens: []int32{5, 6, stop}, Logprobs: []float64{-1, -2, -3}, Finish: "stop", Chunk: 2, Incremental: true},
-				sentMax: 3, finish: engine.FinishStop, streamed: true, sentTopP: 1, sentTopK: -1,
+				sentMax: 3, finish: infer.FinishStop, streamed: true, sentTopP: 1, sentTopK: -1,
 			},
 			{
 				name:    "up to the context",
 				opt:     remote.Options{ContextLength: 10},
 				req:     request(0),
 				reply:   remotetest.Reply{Tokens: []int32{5, 6, 7, 8, 10, 11}, Finish: "length"},
-				sentMax: 6, finish: engine.FinishContext, sentTopP: 1, sentTopK: -1,
+				sentMax: 6, finish: infer.FinishContext, sentTopP: 1, sentTopK: -1,
 			},
 			{
 				name:    "clamped to the context",
 				opt:     remote.Options{ContextLength: 10, Stream: true},
 				req:     request(50),
 				reply:   remotetest.Reply{Tokens: []int32{5, 6, 7, 8, 10, 11}, Finish: "length"},
-				sentMax: 6, finish: engine.FinishContext, streamed: true, sentTopP: 1, sentTopK: -1,
+				sentMax: 6, finish: infer.FinishContext, streamed: true, sentTopP: 1, sentTopK: -1,
 			},
 			{
 				name:    "stop token at max tokens",
 				req:     request(2),
 				reply:   remotetest.Reply{Tokens: []int32{5, stop}, Finish: "length"},
-				sentMax: 2, finish: engine.FinishStop, sentTopP: 1, sentTopK: -1,
+				sentMax: 2, finish: infer.FinishStop, sentTopP: 1, sentTopK: -1,
 			},
 			{
 				name:    "processed logprobs forward top-p and top-k",
 				opt:     remote.Options{Logprobs: remote.LogprobsProcessed},
-				req:     engine.Request{Prompt: prompt, MaxTokens: 1, Sampling: engine.Sampling{Temperature: 0.7, TopP: 0.9, TopK: 20, Seed: 42}},
+				req:     infer.Request{Prompt: prompt, MaxTokens: 1, Sampling: infer.Sampling{Temperature: 0.7, TopP: 0.9, TopK: 20, Seed: 42}},
 				reply:   remotetest.Reply{Tokens: []int32{5}},
-				sentMax: 1, finish: engine.FinishLength, sentTopP: 0.9, sentTopK: 20,
+				sentMax: 1, finish: infer.FinishLength, sentTopP: 0.9, sentTopK: 20,
 			},
 		} {
 			t.Run(s.name+"/"+c.name, func(t *testing.T) {
@@ -196,7 +196,7 @@ func TestRoutes(t *testing.T) {
 	tokens := []int32{5, 6, stop}
 	rows := p + len(tokens) - 1
 	table := remotetest.Routes(rows, layers, k, func(r, l, j int) int32 { return int32((r*7 + l*3 + j) % 16) })
-	check := func(t *testing.T, g engine.Generation, seen []engine.Token, keep []int, streamed bool) {
+	check := func(t *testing.T, g infer.Generation, seen []infer.Token, keep []int, streamed bool) {
 		t.Helper()
 		if len(g.PromptRouting) != p || len(g.Routing) != len(tokens) || g.Routing[len(tokens)-1] != nil {
 			t.Fatalf("routing: %d prompt, %d completion entries, last %v", len(g.PromptRouting), len(g.Routing), g.Routing[len(g.Routing)-1])
@@ -265,7 +265,7 @@ func TestZeroSampling(t *testing.T) {
 	for _, s := range servers {
 		fake, e := start(t, s, remote.Options{Logprobs: remote.LogprobsRaw}, remotetest.Reply{Tokens: []int32{5}})
 		req := request(1)
-		req.Sampling = engine.Sampling{}
+		req.Sampling = infer.Sampling{}
 		if _, _, err := run(t, e, context.Background(), req); err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
@@ -308,51 +308,51 @@ func TestErrors(t *testing.T) {
 		want  error
 		text  string
 	}{
-		{name: "null logprob", reply: remotetest.Reply{Tokens: []int32{5, 6}, Logprobs: []float64{-1, nan}}, want: engine.ErrBadOutput, text: "token 1 (id 6): logprob is null"},
-		{name: "inf logprob stream", opt: remote.Options{Stream: true}, reply: remotetest.Reply{Tokens: []int32{5, 6}, Logprobs: []float64{inf, -1}}, want: engine.ErrBadOutput, text: "logprob is null"},
-		{name: "positive logprob", reply: remotetest.Reply{Tokens: []int32{5}, Logprobs: []float64{0.5}}, want: engine.ErrBadOutput, text: "> 0"},
-		{name: "vLLM -inf stand-in", reply: remotetest.Reply{Tokens: []int32{5}, Logprobs: []float64{-9999}}, want: engine.ErrBadOutput, text: "probability 0"},
-		{name: "python NaN literal", only: "vLLM", reply: remotetest.Reply{Raw: `{"choices":[{"index":0,"logprobs":{"tokens":["token_id:5"],"token_logprobs":[NaN]},"finish_reason":"length","token_ids":[5]}]}`}, want: engine.ErrBadOutput, text: "logprob is NaN"},
-		{name: "padded id", reply: remotetest.Reply{Tokens: []int32{5, vocab}}, want: engine.ErrBadOutput, text: fmt.Sprintf("token 1 is id %d, past the tokenizer's %d ids: the server sampled the model's vocabulary padding", vocab, vocab)},
-		{name: "padded id stream", opt: remote.Options{Stream: true}, reply: remotetest.Reply{Tokens: []int32{vocab + 7}}, want: engine.ErrBadOutput, text: fmt.Sprintf("token 0 is id %d, past the tokenizer's %d ids", vocab+7, vocab)},
-		{name: "negative id", reply: remotetest.Reply{Tokens: []int32{-2}}, want: engine.ErrBadOutput, text: "token 0 is id -2, outside the vocabulary"},
-		{name: "ids disagree", reply: remotetest.Reply{Tokens: []int32{5, 6}, IDs: []int32{5, 7}}, want: engine.ErrBadOutput, text: "disagree"},
-		{name: "ids shorter", reply: remotetest.Reply{Tokens: []int32{5, 6}, IDs: []int32{5}}, want: engine.ErrBadOutput, text: "disagree"},
-		{name: "logprobs missing", only: "vLLM", reply: remotetest.Reply{Raw: `{"choices":[{"index":0,"logprobs":{"tokens":["token_id:5","token_id:6"],"token_logprobs":[-1]},"finish_reason":"length","token_ids":[5,6]}]}`}, want: engine.ErrBadOutput, text: "2 token ids but 1 logprobs"},
-		{name: "no logprobs", only: "vLLM", reply: remotetest.Reply{Raw: `{"choices":[{"index":0,"logprobs":null,"finish_reason":"length","token_ids":[5,6]}]}`}, want: engine.ErrBadOutput, text: "without logprobs"},
-		{name: "text tokens", only: "vLLM", reply: remotetest.Reply{Raw: `{"choices":[{"index":0,"logprobs":{"tokens":["hi"],"token_logprobs":[-1]},"finish_reason":"length"}]}`}, want: engine.ErrBadOutput, text: "token_id:N"},
-		{name: "two choices", only: "vLLM", reply: remotetest.Reply{Raw: `{"choices":[{"index":0},{"index":1}]}`}, want: engine.ErrBadOutput, text: "2 choices"},
-		{name: "usage disagrees", reply: remotetest.Reply{Tokens: []int32{5, stop}, Finish: "stop", Usage: &[2]int{5, 2}}, want: engine.ErrBadOutput, text: "server counts 5 prompt"},
-		{name: "prompt echo", only: "vLLM", reply: remotetest.Reply{Tokens: []int32{5, stop}, Finish: "stop", PromptEcho: []int32{0, 1, 2, 3, 4}}, want: engine.ErrBadOutput, text: "echoed"},
-		{name: "prompt echo token", only: "vLLM", opt: remote.Options{Stream: true}, reply: remotetest.Reply{Tokens: []int32{5, stop}, Finish: "stop", PromptEcho: []int32{1, 2, 3, 5}}, want: engine.ErrBadOutput, text: "echoed prompt token 3"},
-		{name: "stop without stop token", reply: remotetest.Reply{Tokens: []int32{5, 6}, Finish: "stop"}, want: engine.ErrBadOutput, text: "not a stop token"},
-		{name: "went on after stop", reply: remotetest.Reply{Tokens: []int32{5, stop, 6}}, want: engine.ErrBadOutput, text: "went on"},
-		{name: "short length", reply: remotetest.Reply{Tokens: []int32{5}}, want: engine.ErrBadOutput, text: "1 tokens, 4 asked for"},
-		{name: "too many tokens", reply: remotetest.Reply{Tokens: []int32{5, 6, 7, 8, 10}}, want: engine.ErrBadOutput, text: "more than the 4 asked for"},
-		{name: "unknown finish", reply: remotetest.Reply{Tokens: []int32{5}, Finish: "weird"}, want: engine.ErrBadOutput, text: `unknown finish reason "weird"`},
-		{name: "no tokens", reply: remotetest.Reply{Finish: "length"}, want: engine.ErrBadOutput, text: "without a token"},
+		{name: "null logprob", reply: remotetest.Reply{Tokens: []int32{5, 6}, Logprobs: []float64{-1, nan}}, want: infer.ErrBadOutput, text: "token 1 (id 6): logprob is null"},
+		{name: "inf logprob stream", opt: remote.Options{Stream: true}, reply: remotetest.Reply{Tokens: []int32{5, 6}, Logprobs: []float64{inf, -1}}, want: infer.ErrBadOutput, text: "logprob is null"},
+		{name: "positive logprob", reply: remotetest.Reply{Tokens: []int32{5}, Logprobs: []float64{0.5}}, want: infer.ErrBadOutput, text: "> 0"},
+		{name: "vLLM -inf stand-in", reply: remotetest.Reply{Tokens: []int32{5}, Logprobs: []float64{-9999}}, want: infer.ErrBadOutput, text: "probability 0"},
+		{name: "python NaN literal", only: "vLLM", reply: remotetest.Reply{Raw: `{"choices":[{"index":0,"logprobs":{"tokens":["token_id:5"],"token_logprobs":[NaN]},"finish_reason":"length","token_ids":[5]}]}`}, want: infer.ErrBadOutput, text: "logprob is NaN"},
+		{name: "padded id", reply: remotetest.Reply{Tokens: []int32{5, vocab}}, want: infer.ErrBadOutput, text: fmt.Sprintf("token 1 is id %d, past the tokenizer's %d ids: the server sampled the model's vocabulary padding", vocab, vocab)},
+		{name: "padded id stream", opt: remote.Options{Stream: true}, reply: remotetest.Reply{Tokens: []int32{vocab + 7}}, want: infer.ErrBadOutput, text: fmt.Sprintf("token 0 is id %d, past the tokenizer's %d ids", vocab+7, vocab)},
+		{name: "negative id", reply: remotetest.Reply{Tokens: []int32{-2}}, want: infer.ErrBadOutput, text: "token 0 is id -2, outside the vocabulary"},
+		{name: "ids disagree", reply: remotetest.Reply{Tokens: []int32{5, 6}, IDs: []int32{5, 7}}, want: infer.ErrBadOutput, text: "disagree"},
+		{name: "ids shorter", reply: remotetest.Reply{Tokens: []int32{5, 6}, IDs: []int32{5}}, want: infer.ErrBadOutput, text: "disagree"},
+		{name: "logprobs missing", only: "vLLM", reply: remotetest.Reply{Raw: `{"choices":[{"index":0,"logprobs":{"tokens":["token_id:5","token_id:6"],"token_logprobs":[-1]},"finish_reason":"length","token_ids":[5,6]}]}`}, want: infer.ErrBadOutput, text: "2 token ids but 1 logprobs"},
+		{name: "no logprobs", only: "vLLM", reply: remotetest.Reply{Raw: `{"choices":[{"index":0,"logprobs":null,"finish_reason":"length","token_ids":[5,6]}]}`}, want: infer.ErrBadOutput, text: "without logprobs"},
+		{name: "text tokens", only: "vLLM", reply: remotetest.Reply{Raw: `{"choices":[{"index":0,"logprobs":{"tokens":["hi"],"token_logprobs":[-1]},"finish_reason":"length"}]}`}, want: infer.ErrBadOutput, text: "token_id:N"},
+		{name: "two choices", only: "vLLM", reply: remotetest.Reply{Raw: `{"choices":[{"index":0},{"index":1}]}`}, want: infer.ErrBadOutput, text: "2 choices"},
+		{name: "usage disagrees", reply: remotetest.Reply{Tokens: []int32{5, stop}, Finish: "stop", Usage: &[2]int{5, 2}}, want: infer.ErrBadOutput, text: "server counts 5 prompt"},
+		{name: "prompt echo", only: "vLLM", reply: remotetest.Reply{Tokens: []int32{5, stop}, Finish: "stop", PromptEcho: []int32{0, 1, 2, 3, 4}}, want: infer.ErrBadOutput, text: "echoed"},
+		{name: "prompt echo token", only: "vLLM", opt: remote.Options{Stream: true}, reply: remotetest.Reply{Tokens: []int32{5, stop}, Finish: "stop", PromptEcho: []int32{1, 2, 3, 5}}, want: infer.ErrBadOutput, text: "echoed prompt token 3"},
+		{name: "stop without stop token", reply: remotetest.Reply{Tokens: []int32{5, 6}, Finish: "stop"}, want: infer.ErrBadOutput, text: "not a stop token"},
+		{name: "went on after stop", reply: remotetest.Reply{Tokens: []int32{5, stop, 6}}, want: infer.ErrBadOutput, text: "went on"},
+		{name: "short length", reply: remotetest.Reply{Tokens: []int32{5}}, want: infer.ErrBadOutput, text: "1 tokens, 4 asked for"},
+		{name: "too many tokens", reply: remotetest.Reply{Tokens: []int32{5, 6, 7, 8, 10}}, want: infer.ErrBadOutput, text: "more than the 4 asked for"},
+		{name: "unknown finish", reply: remotetest.Reply{Tokens: []int32{5}, Finish: "weird"}, want: infer.ErrBadOutput, text: `unknown finish reason "weird"`},
+		{name: "no tokens", reply: remotetest.Reply{Finish: "length"}, want: infer.ErrBadOutput, text: "without a token"},
 		{name: "vLLM abort", only: "vLLM", reply: remotetest.Reply{Tokens: []int32{5}, Finish: "abort"}, want: remote.ErrUnavailable, text: "abort"},
-		{name: "SGLang abort overlong", only: "SGLang", reply: remotetest.Reply{Tokens: []int32{5}, Finish: "abort", Message: sglangOverlong}, want: engine.ErrOverlong, text: "context length"},
-		{name: "SGLang version not a number", only: "SGLang", opt: remote.Options{VersionFromServer: true}, reply: remotetest.Reply{Tokens: []int32{5}}, want: engine.ErrBadOutput, text: "weight_version default"},
-		{name: "SGLang no meta_info", only: "SGLang", reply: remotetest.Reply{Raw: `{"output_ids":[5]}`}, want: engine.ErrBadOutput, text: "meta_info"},
-		{name: "SGLang list of two", only: "SGLang", reply: remotetest.Reply{Raw: `[{}, {}]`}, want: engine.ErrBadOutput, text: "2 outputs"},
-		{name: "400 overlong vLLM", only: "vLLM", reply: remotetest.Reply{Status: 400, Message: vllmOverlong}, want: engine.ErrOverlong, text: "HTTP 400 Bad Request: This model's maximum context length is 10"},
-		{name: "400 overlong SGLang", only: "SGLang", reply: remotetest.Reply{Status: 400, Message: sglangOverlong}, want: engine.ErrOverlong, text: "HTTP 400 Bad Request: The input (12 tokens)"},
-		{name: "400 other", reply: remotetest.Reply{Status: 400, Message: "top_k must be -1 (disable), or at least 1, got 0.\nsecond line"}, want: engine.ErrInput, text: "HTTP 400 Bad Request: top_k must be -1 (disable), or at least 1, got 0. second line"},
+		{name: "SGLang abort overlong", only: "SGLang", reply: remotetest.Reply{Tokens: []int32{5}, Finish: "abort", Message: sglangOverlong}, want: infer.ErrOverlong, text: "context length"},
+		{name: "SGLang version not a number", only: "SGLang", opt: remote.Options{VersionFromServer: true}, reply: remotetest.Reply{Tokens: []int32{5}}, want: infer.ErrBadOutput, text: "weight_version default"},
+		{name: "SGLang no meta_info", only: "SGLang", reply: remotetest.Reply{Raw: `{"output_ids":[5]}`}, want: infer.ErrBadOutput, text: "meta_info"},
+		{name: "SGLang list of two", only: "SGLang", reply: remotetest.Reply{Raw: `[{}, {}]`}, want: infer.ErrBadOutput, text: "2 outputs"},
+		{name: "400 overlong vLLM", only: "vLLM", reply: remotetest.Reply{Status: 400, Message: vllmOverlong}, want: infer.ErrOverlong, text: "HTTP 400 Bad Request: This model's maximum context length is 10"},
+		{name: "400 overlong SGLang", only: "SGLang", reply: remotetest.Reply{Status: 400, Message: sglangOverlong}, want: infer.ErrOverlong, text: "HTTP 400 Bad Request: The input (12 tokens)"},
+		{name: "400 other", reply: remotetest.Reply{Status: 400, Message: "top_k must be -1 (disable), or at least 1, got 0.\nsecond line"}, want: infer.ErrInput, text: "HTTP 400 Bad Request: top_k must be -1 (disable), or at least 1, got 0. second line"},
 		{name: "500", reply: remotetest.Reply{Status: 500, Message: "CUDA error: out of memory"}, want: remote.ErrUnavailable, text: "HTTP 500 Internal Server Error: CUDA error: out of memory"},
 		{name: "503", reply: remotetest.Reply{Status: 503, Message: "loading"}, want: remote.ErrUnavailable, text: "HTTP 503"},
-		{name: "malformed JSON", reply: remotetest.Reply{Malformed: true}, want: engine.ErrBadOutput, text: "malformed JSON response"},
-		{name: "malformed stream event", opt: remote.Options{Stream: true}, reply: remotetest.Reply{Tokens: []int32{5, 6, 7, 8}, Malformed: true}, want: engine.ErrBadOutput, text: "malformed JSON in stream"},
+		{name: "malformed JSON", reply: remotetest.Reply{Malformed: true}, want: infer.ErrBadOutput, text: "malformed JSON response"},
+		{name: "malformed stream event", opt: remote.Options{Stream: true}, reply: remotetest.Reply{Tokens: []int32{5, 6, 7, 8}, Malformed: true}, want: infer.ErrBadOutput, text: "malformed JSON in stream"},
 		{name: "truncated stream", opt: remote.Options{Stream: true}, reply: remotetest.Reply{Tokens: []int32{5, 6, 7, 8}, Truncate: true}, want: remote.ErrUnavailable, text: "reading the response"},
-		{name: "stream error event overlong", opt: remote.Options{Stream: true}, reply: remotetest.Reply{Tokens: []int32{5, 6, 7, 8}, StreamError: vllmOverlong}, want: engine.ErrOverlong, text: "maximum context length"},
+		{name: "stream error event overlong", opt: remote.Options{Stream: true}, reply: remotetest.Reply{Tokens: []int32{5, 6, 7, 8}, StreamError: vllmOverlong}, want: infer.ErrOverlong, text: "maximum context length"},
 		{name: "stream error event", only: "SGLang", opt: remote.Options{Stream: true}, reply: remotetest.Reply{Tokens: []int32{5, 6, 7, 8}, StreamError: "bad things"}, want: remote.ErrUnavailable, text: "bad things"},
-		{name: "stream error event 400", only: "vLLM", opt: remote.Options{Stream: true}, reply: remotetest.Reply{Tokens: []int32{5, 6, 7, 8}, StreamError: "bad things"}, want: engine.ErrInput, text: "error 400: bad things"},
-		{name: "routes missing", opt: remote.Options{Routing: true, ExpertsPerToken: 2}, reply: remotetest.Reply{Tokens: []int32{5, stop}, Finish: "stop"}, want: engine.ErrBadOutput, text: "--enable-return-routed-experts"},
-		{name: "routes rows", opt: remote.Options{Routing: true, ExpertsPerToken: 2}, reply: remotetest.Reply{Tokens: []int32{5, stop}, Finish: "stop", Routes: remotetest.Routes(4, 2, 2, func(int, int, int) int32 { return 1 })}, want: engine.ErrBadOutput, text: "routed experts"},
-		{name: "routes expert id", opt: remote.Options{Routing: true, ExpertsPerToken: 2, Experts: 8}, reply: remotetest.Reply{Tokens: []int32{5, stop}, Finish: "stop", Routes: remotetest.Routes(5, 2, 2, func(r, l, j int) int32 { return int32(r * 2) })}, want: engine.ErrBadOutput, text: "routed expert 8 at token 4"},
-		{name: "routes negative", opt: remote.Options{Routing: true, ExpertsPerToken: 2}, reply: remotetest.Reply{Tokens: []int32{5, stop}, Finish: "stop", Routes: remotetest.Routes(5, 2, 2, func(r, l, j int) int32 { return -1 })}, want: engine.ErrBadOutput, text: "routed expert -1"},
-		{name: "routes k", only: "vLLM", opt: remote.Options{Routing: true, ExpertsPerToken: 3}, reply: remotetest.Reply{Tokens: []int32{5, stop}, Finish: "stop", Routes: remotetest.Routes(5, 2, 2, func(int, int, int) int32 { return 0 })}, want: engine.ErrBadOutput, text: "2 experts per token, want 3"},
-		{name: "routes layers", opt: remote.Options{Routing: true, ExpertsPerToken: 2, MoELayers: []int{0, 5}}, reply: remotetest.Reply{Tokens: []int32{5, stop}, Finish: "stop", Routes: remotetest.Routes(5, 2, 2, func(int, int, int) int32 { return 0 })}, want: engine.ErrBadOutput, text: "names layer 5"},
+		{name: "stream error event 400", only: "vLLM", opt: remote.Options{Stream: true}, reply: remotetest.Reply{Tokens: []int32{5, 6, 7, 8}, StreamError: "bad things"}, want: infer.ErrInput, text: "error 400: bad things"},
+		{name: "routes missing", opt: remote.Options{Routing: true, ExpertsPerToken: 2}, reply: remotetest.Reply{Tokens: []int32{5, stop}, Finish: "stop"}, want: infer.ErrBadOutput, text: "--enable-return-routed-experts"},
+		{name: "routes rows", opt: remote.Options{Routing: true, ExpertsPerToken: 2}, reply: remotetest.Reply{Tokens: []int32{5, stop}, Finish: "stop", Routes: remotetest.Routes(4, 2, 2, func(int, int, int) int32 { return 1 })}, want: infer.ErrBadOutput, text: "routed experts"},
+		{name: "routes expert id", opt: remote.Options{Routing: true, ExpertsPerToken: 2, Experts: 8}, reply: remotetest.Reply{Tokens: []int32{5, stop}, Finish: "stop", Routes: remotetest.Routes(5, 2, 2, func(r, l, j int) int32 { return int32(r * 2) })}, want: infer.ErrBadOutput, text: "routed expert 8 at token 4"},
+		{name: "routes negative", opt: remote.Options{Routing: true, ExpertsPerToken: 2}, reply: remotetest.Reply{Tokens: []int32{5, stop}, Finish: "stop", Routes: remotetest.Routes(5, 2, 2, func(r, l, j int) int32 { return -1 })}, want: infer.ErrBadOutput, text: "routed expert -1"},
+		{name: "routes k", only: "vLLM", opt: remote.Options{Routing: true, ExpertsPerToken: 3}, reply: remotetest.Reply{Tokens: []int32{5, stop}, Finish: "stop", Routes: remotetest.Routes(5, 2, 2, func(int, int, int) int32 { return 0 })}, want: infer.ErrBadOutput, text: "2 experts per token, want 3"},
+		{name: "routes layers", opt: remote.Options{Routing: true, ExpertsPerToken: 2, MoELayers: []int{0, 5}}, reply: remotetest.Reply{Tokens: []int32{5, stop}, Finish: "stop", Routes: remotetest.Routes(5, 2, 2, func(int, int, int) int32 { return 0 })}, want: infer.ErrBadOutput, text: "names layer 5"},
 	} {
 		for _, s := range servers {
 			if c.only != "" && c.only != s.name {
@@ -403,8 +403,8 @@ func TestTimeouts(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			var got []engine.Token
-			_, err = e.Generate(ctx, request(3), func(tok engine.Token) {
+			var got []infer.Token
+			_, err = e.Generate(ctx, request(3), func(tok infer.Token) {
 				got = append(got, tok)
 				cancel() // the caller gives up after the first token
 			})
@@ -431,7 +431,7 @@ func TestTimeouts(t *testing.T) {
 		t.Run(s.name+"/response too large", func(t *testing.T) {
 			_, e := start(t, s, remote.Options{MaxResponseBytes: 64}, remotetest.Reply{Tokens: []int32{5}})
 			_, _, err := run(t, e, context.Background(), request(1))
-			if !errors.Is(err, engine.ErrBadOutput) || !strings.Contains(err.Error(), "MaxResponseBytes") {
+			if !errors.Is(err, infer.ErrBadOutput) || !strings.Contains(err.Error(), "MaxResponseBytes") {
 				t.Fatalf("err %v", err)
 			}
 		})
@@ -443,7 +443,7 @@ func TestRequestTimeout(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			_, e := start(t, s, remote.Options{Stream: true, RequestTimeout: 150 * time.Millisecond}, remotetest.Reply{Tokens: []int32{5, 6, 7}, Delay: 100 * time.Millisecond})
 			var n int
-			_, err := e.Generate(context.Background(), request(3), func(engine.Token) { n++ })
+			_, err := e.Generate(context.Background(), request(3), func(infer.Token) { n++ })
 			if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, remote.ErrUnavailable) {
 				t.Fatalf("err %v", err)
 			}
@@ -457,32 +457,32 @@ func TestRequestTimeout(t *testing.T) {
 // TestRefused checks requests the adapter refuses itself: the server never
 // sees them.
 func TestRefused(t *testing.T) {
-	sampling := func(temp, topP float64, topK int) engine.Request {
+	sampling := func(temp, topP float64, topK int) infer.Request {
 		r := request(2)
-		r.Sampling = engine.Sampling{Temperature: temp, TopP: topP, TopK: topK}
+		r.Sampling = infer.Sampling{Temperature: temp, TopP: topP, TopK: topK}
 		return r
 	}
 	for _, c := range []struct {
 		name string
 		only string
 		opt  remote.Options
-		req  engine.Request
+		req  infer.Request
 		want error
 	}{
-		{name: "empty prompt", req: engine.Request{MaxTokens: 1, Sampling: engine.DefaultSampling(0)}, want: engine.ErrInput},
-		{name: "prompt oov", req: engine.Request{Prompt: []int32{vocab}, MaxTokens: 1, Sampling: engine.DefaultSampling(0)}, want: engine.ErrInput},
-		{name: "stop oov", req: engine.Request{Prompt: prompt, StopTokens: []int32{-1}, MaxTokens: 1, Sampling: engine.DefaultSampling(0)}, want: engine.ErrInput},
-		{name: "temperature -1", req: sampling(-1, 1, 0), want: engine.ErrInput},
-		{name: "temperature NaN", req: sampling(math.NaN(), 1, 0), want: engine.ErrInput},
-		{name: "top-p 1.5", opt: remote.Options{Logprobs: remote.LogprobsProcessed}, req: sampling(1, 1.5, 0), want: engine.ErrInput},
-		{name: "top-k -1", opt: remote.Options{Logprobs: remote.LogprobsProcessed}, req: sampling(1, 1, -1), want: engine.ErrInput},
-		{name: "MaxTokens -1", req: engine.Request{Prompt: prompt, MaxTokens: -1, Sampling: engine.DefaultSampling(0)}, want: engine.ErrInput},
-		{name: "MaxTokens 0 no context", req: request(0), want: engine.ErrInput},
-		{name: "prompt fills context", opt: remote.Options{ContextLength: 4}, req: request(0), want: engine.ErrOverlong},
-		{name: "SGLang prompt fills context", only: "SGLang", opt: remote.Options{ContextLength: 5}, req: request(0), want: engine.ErrOverlong},
-		{name: "SGLang top-p", only: "SGLang", req: sampling(1, 0.9, 0), want: engine.ErrInput},
-		{name: "SGLang top-k", only: "SGLang", req: sampling(1, 1, 1), want: engine.ErrInput},
-		{name: "raw temperature", opt: remote.Options{Logprobs: remote.LogprobsRaw}, req: sampling(0.7, 1, 0), want: engine.ErrInput},
+		{name: "empty prompt", req: infer.Request{MaxTokens: 1, Sampling: infer.DefaultSampling(0)}, want: infer.ErrInput},
+		{name: "prompt oov", req: infer.Request{Prompt: []int32{vocab}, MaxTokens: 1, Sampling: infer.DefaultSampling(0)}, want: infer.ErrInput},
+		{name: "stop oov", req: infer.Request{Prompt: prompt, StopTokens: []int32{-1}, MaxTokens: 1, Sampling: infer.DefaultSampling(0)}, want: infer.ErrInput},
+		{name: "temperature -1", req: sampling(-1, 1, 0), want: infer.ErrInput},
+		{name: "temperature NaN", req: sampling(math.NaN(), 1, 0), want: infer.ErrInput},
+		{name: "top-p 1.5", opt: remote.Options{Logprobs: remote.LogprobsProcessed}, req: sampling(1, 1.5, 0), want: infer.ErrInput},
+		{name: "top-k -1", opt: remote.Options{Logprobs: remote.LogprobsProcessed}, req: sampling(1, 1, -1), want: infer.ErrInput},
+		{name: "MaxTokens -1", req: infer.Request{Prompt: prompt, MaxTokens: -1, Sampling: infer.DefaultSampling(0)}, want: infer.ErrInput},
+		{name: "MaxTokens 0 no context", req: request(0), want: infer.ErrInput},
+		{name: "prompt fills context", opt: remote.Options{ContextLength: 4}, req: request(0), want: infer.ErrOverlong},
+		{name: "SGLang prompt fills context", only: "SGLang", opt: remote.Options{ContextLength: 5}, req: request(0), want: infer.ErrOverlong},
+		{name: "SGLang top-p", only: "SGLang", req: sampling(1, 0.9, 0), want: infer.ErrInput},
+		{name: "SGLang top-k", only: "SGLang", req: sampling(1, 1, 1), want: infer.ErrInput},
+		{name: "raw temperature", opt: remote.Options{Logprobs: remote.LogprobsRaw}, req: sampling(0.7, 1, 0), want: infer.ErrInput},
 	} {
 		for _, s := range servers {
 			if c.only != "" && c.only != s.name {
@@ -531,7 +531,7 @@ func TestNew(t *testing.T) {
 		"MoE layers order":         {"http://gpu", remote.Options{VocabSize: 10, MoELayers: []int{2, 1}}, remote.NewVLLM},
 		"logprobs mode":            {"http://gpu", remote.Options{VocabSize: 10, Logprobs: "exact"}, remote.NewVLLM},
 	} {
-		if _, err := c.make(c.url, c.opt); !errors.Is(err, engine.ErrInput) {
+		if _, err := c.make(c.url, c.opt); !errors.Is(err, infer.ErrInput) {
 			t.Errorf("%s: err %v", name, err)
 		}
 	}
@@ -555,7 +555,7 @@ func TestConcurrent(t *testing.T) {
 					req := request(4)
 					req.Sampling.Seed = uint64(i)
 					g, err := e.Generate(context.Background(), req, nil)
-					if err == nil && (g.Tokens[0] != int32(i)+10 || g.Finish != engine.FinishStop) {
+					if err == nil && (g.Tokens[0] != int32(i)+10 || g.Finish != infer.FinishStop) {
 						err = errors.New("wrong generation")
 					}
 					errs[i] = err

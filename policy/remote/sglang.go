@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/legorl/legorl/policy/engine"
+	"github.com/legorl/legorl/policy/infer"
 )
 
 // SGLang's native /generate, as documented in
@@ -50,7 +50,7 @@ type sglangSampling struct {
 	SamplingSeed      int64 `json:"sampling_seed"`
 }
 
-func (e *Engine) sglangRequest(req engine.Request, pl plan) sglangRequest {
+func (e *Engine) sglangRequest(req infer.Request, pl plan) sglangRequest {
 	stop := req.StopTokens
 	if stop == nil {
 		stop = []int32{}

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/legorl/legorl/policy/engine"
+	"github.com/legorl/legorl/policy/infer"
 )
 
 // vLLM's OpenAI-compatible /v1/completions, as documented in
@@ -49,7 +49,7 @@ type vllmStreamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
 }
 
-func (e *Engine) vllmRequest(req engine.Request, pl plan) vllmRequest {
+func (e *Engine) vllmRequest(req infer.Request, pl plan) vllmRequest {
 	stop := req.StopTokens
 	if stop == nil {
 		stop = []int32{}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/legorl/legorl/harness/harnesstest"
 	"github.com/legorl/legorl/policy/chat"
 	"github.com/legorl/legorl/policy/engine"
+	"github.com/legorl/legorl/policy/infer"
 	"github.com/legorl/legorl/policy/model"
 	"github.com/legorl/legorl/proxy"
 	"github.com/legorl/legorl/schemas"
@@ -121,7 +123,7 @@ func TestHarnessScripted(t *testing.T) {
 // OpenCode's title) from side, and the others from main.
 type sideScripted struct{ main, side proxy.Generator }
 
-func (s *sideScripted) Generate(ctx context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error) {
+func (s *sideScripted) Generate(ctx context.Context, req infer.Request, emit func(infer.Token)) (infer.Generation, error) {
 	if text, err := fx.tok.Decode(req.Prompt); err == nil && !strings.Contains(string(text), "<tools>") {
 		return s.side.Generate(ctx, req, emit)
 	}
@@ -141,7 +143,8 @@ func TestHarnessRandom(t *testing.T) {
 		tools []chat.Tool
 		// slow: the tiny CPU model prefills this harness's prompt (20-40k
 		// tokens) in minutes on a loaded machine; a masked timeout is
-		// then a fine end too.
+		// then a fine end too, once the harness's first request reached
+		// the engine through the proxy.
 		slow bool
 	}{
 		{harness.Pi{}, piTools, false},
@@ -152,7 +155,8 @@ func TestHarnessRandom(t *testing.T) {
 	} {
 		t.Run(tt.h.Name(), func(t *testing.T) {
 			start := time.Now()
-			p := newTap(t, capped{eng, 24}, 24)
+			gen := &capped{g: eng, n: 24}
+			p := newTap(t, gen, 24)
 			cfg := config(p, tt.h, "random-"+tt.h.Name())
 			cfg.CacheDir = cache
 			cfg.MaxTurns = 3
@@ -173,8 +177,20 @@ func TestHarnessRandom(t *testing.T) {
 				t.Errorf("%s: %s", row.Termination, row.Error)
 			}
 			if tt.slow && row.Termination == schemas.TerminationTimeout {
-				t.Logf("%s: timed out against the tiny CPU model (%d calls in %.0fs): its prompt is long", tt.h.Name(),
-					row.NumLLMCalls, row.LLMSeconds)
+				// A timeout is never a pass by itself: it must be masked
+				// and come after the harness's request reached the engine
+				// (the integration under test).
+				if row.Status != schemas.StatusMasked {
+					t.Fatalf("a timeout not masked: %+v", row)
+				}
+				if gen.requests.Load() == 0 {
+					t.Fatalf("timed out before any request reached the engine (%d calls): nothing was checked", row.NumLLMCalls)
+				}
+				t.Logf("%s: timed out against the tiny CPU model (%d requests reached the engine, %d calls in %.0fs): its prompt is long",
+					tt.h.Name(), gen.requests.Load(), row.NumLLMCalls, row.LLMSeconds)
+				if tt.tools != nil && len(segs) > 0 {
+					checkConsistent(t, p, segs, tt.tools)
+				}
 				return
 			}
 			if row.NumLLMCalls < 1 || len(segs) == 0 {
@@ -207,13 +223,16 @@ func longRandomPolicy(t *testing.T) *engine.Engine {
 }
 
 // capped bounds every completion of g to n tokens: the harnesses ask for
-// thousands, and a long random completion only costs time.
+// thousands, and a long random completion only costs time. It counts the
+// requests that reached it.
 type capped struct {
-	g proxy.Generator
-	n int
+	g        proxy.Generator
+	n        int
+	requests atomic.Int64
 }
 
-func (c capped) Generate(ctx context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error) {
+func (c *capped) Generate(ctx context.Context, req infer.Request, emit func(infer.Token)) (infer.Generation, error) {
+	c.requests.Add(1)
 	if req.MaxTokens <= 0 || req.MaxTokens > c.n {
 		req.MaxTokens = c.n
 	}

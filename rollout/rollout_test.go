@@ -21,6 +21,7 @@ import (
 	"github.com/legorl/legorl/harness/agent"
 	"github.com/legorl/legorl/policy/chat"
 	"github.com/legorl/legorl/policy/engine"
+	"github.com/legorl/legorl/policy/infer"
 	"github.com/legorl/legorl/policy/model"
 	"github.com/legorl/legorl/policy/tokenizer"
 	"github.com/legorl/legorl/proxy"
@@ -75,7 +76,7 @@ func setup(t *testing.T) {
 		fx.inst = &ins[0]
 		fx.backend = local.New(local.Options{})
 		fx.grader = grade.New(fx.backend, grade.Options{})
-		fx.tok, fx.err = tokenizer.Load("../../policy/tokenizer/testdata/small/tokenizer.json")
+		fx.tok, fx.err = tokenizer.Load("../policy/tokenizer/testdata/small/tokenizer.json")
 		if fx.err != nil {
 			return
 		}
@@ -205,7 +206,7 @@ type scripted struct {
 	calls map[string]int
 }
 
-func (s *scripted) Generate(ctx context.Context, req engine.Request, emit func(engine.Token)) (engine.Generation, error) {
+func (s *scripted) Generate(ctx context.Context, req infer.Request, emit func(infer.Token)) (infer.Generation, error) {
 	s.mu.Lock()
 	if s.calls == nil {
 		s.calls = map[string]int{}
@@ -215,16 +216,16 @@ func (s *scripted) Generate(ctx context.Context, req engine.Request, emit func(e
 	s.mu.Unlock()
 	if s.hook != nil {
 		if err := s.hook(call); err != nil {
-			return engine.Generation{}, err
+			return infer.Generation{}, err
 		}
 	}
 	text := s.texts[min(call, len(s.texts)-1)] + "<|im_end|>"
-	g := engine.Generation{Finish: engine.FinishStop, PromptTokens: len(req.Prompt)}
+	g := infer.Generation{Finish: infer.FinishStop, PromptTokens: len(req.Prompt)}
 	for _, id := range s.tok.EncodeSpecial(text) {
 		if err := ctx.Err(); err != nil {
-			return engine.Generation{}, err
+			return infer.Generation{}, err
 		}
-		t := engine.Token{ID: id, Logprob: -0.1, Version: 1}
+		t := infer.Token{ID: id, Logprob: -0.1, Version: 1}
 		emit(t)
 		g.Tokens = append(g.Tokens, t.ID)
 		g.Logprobs = append(g.Logprobs, t.Logprob)
@@ -247,6 +248,14 @@ func newTap(t *testing.T, gen proxy.Generator, maxTokens int) *tap {
 // tokenizer's (a sampled id past the tokenizer's would not decode).
 func randomPolicy(t *testing.T) *engine.Engine {
 	t.Helper()
+	e := engine.New(randomModel(t), 1, engine.Options{})
+	t.Cleanup(e.Close)
+	return e
+}
+
+// randomModel is randomPolicy's model.
+func randomModel(t *testing.T) *model.Model {
+	t.Helper()
 	cfg, err := model.ParseConfig([]byte(fmt.Sprintf(`{"model_type": "qwen3", "vocab_size": %d, "hidden_size": 64,
 		"intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
 		"max_position_embeddings": 4096, "tie_word_embeddings": true}`, fx.tok.VocabSize())))
@@ -257,9 +266,7 @@ func randomPolicy(t *testing.T) *engine.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := engine.New(m, 1, engine.Options{})
-	t.Cleanup(e.Close)
-	return e
+	return m
 }
 
 func config(p Proxy, h harness.Harness, id string) Config {
@@ -543,7 +550,7 @@ func TestMaskedEnds(t *testing.T) {
 	bad.Snapshot = "/nonexistent/repo"
 	overlong := &scripted{tok: fx.tok, texts: []string{"```bash\nls\n```"}, hook: func(call int) error {
 		if call == 1 {
-			return fmt.Errorf("%w: 5000 tokens", engine.ErrOverlong)
+			return fmt.Errorf("%w: 5000 tokens", infer.ErrOverlong)
 		}
 		return nil
 	}}

@@ -36,7 +36,7 @@ import (
 	"time"
 
 	"github.com/legorl/legorl/harness"
-	"github.com/legorl/legorl/policy/engine"
+	"github.com/legorl/legorl/policy/infer"
 	"github.com/legorl/legorl/proxy"
 	"github.com/legorl/legorl/sandbox"
 	"github.com/legorl/legorl/sandbox/grade"
@@ -84,7 +84,7 @@ type Config struct {
 	// VocabSize is the tokenizer's, to validate segments.
 	VocabSize int
 	// Sampling is the rollout's sampling. Defaults to the proxy's.
-	Sampling engine.Sampling
+	Sampling infer.Sampling
 	// PolicyVersion goes in the row when no token was sampled (else the
 	// oldest version that sampled one).
 	PolicyVersion int64
