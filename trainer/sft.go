@@ -198,6 +198,50 @@ type SFTOptions struct {
 	// Backend runs the passes and the optimizer. Defaults to the CPU
 	// backend. SFT does not close it.
 	Backend backend.Backend
+	// Probe, when set, measures the policy as SFT goes and stops it once
+	// it enters a band of competence: RL learns from tasks the policy
+	// sometimes solves, not from ones it always or never does (DESIGN.md
+	// §6). Nil: every epoch runs and the last weights are kept.
+	Probe *SFTProbe
+}
+
+// SFTProbe measures the policy during SFT. Every Every epochs (and after
+// the last), the weights are written as a checkpoint to Dir/epoch-NNNN and
+// Measure returns their pass rate; SFT stops at the first in [Band[0],
+// Band[1]] and keeps those weights. If none is, it keeps the probe nearest
+// the band (the later of equals).
+type SFTProbe struct {
+	// Every is the period in epochs. Defaults to 1.
+	Every int
+	// Band is the pass-rate interval to stop in. Defaults to [0.2, 0.5].
+	Band [2]float64
+	// Dir holds the probe checkpoints (one folder per probe; a folder
+	// left by an interrupted run is replaced).
+	Dir string
+	// Measure returns the pass rate of the checkpoint at dir and the
+	// number of tasks it measured.
+	Measure func(ctx context.Context, dir string, epoch int) (passRate float64, tasks int, err error)
+}
+
+// SFTProbeResult is one probe, as the lineage records it.
+type SFTProbeResult struct {
+	Epoch      int     `json:"epoch"` // 0-based: after this epoch
+	Step       int     `json:"step"`  // steps done
+	PassRate   float64 `json:"pass_rate"`
+	Tasks      int     `json:"tasks"`
+	Checkpoint string  `json:"checkpoint"`
+	InBand     bool    `json:"in_band"`
+}
+
+// distance is how far a pass rate is from the band (0 inside).
+func (p SFTProbe) distance(rate float64) float64 {
+	switch {
+	case rate < p.Band[0]:
+		return p.Band[0] - rate
+	case rate > p.Band[1]:
+		return rate - p.Band[1]
+	}
+	return 0
 }
 
 // SFTStep is one optimizer step.
@@ -226,7 +270,12 @@ type SFTLineage struct {
 	ConfigHash  string    `json:"config_hash"`
 	Demos       DemosUse  `json:"demos"`
 	// FinalLoss is the mean loss of the last epoch's steps.
-	FinalLoss float64           `json:"final_loss"`
+	FinalLoss float64 `json:"final_loss"`
+	// Probes are the pass rates measured during SFT (SFTOptions.Probe),
+	// and Kept the index of the probe whose weights this checkpoint holds
+	// (nil without probes: the last step's weights).
+	Probes []SFTProbeResult `json:"probes,omitempty"`
+	Kept   *int             `json:"kept_probe,omitempty"`
 	Steps     []SFTStep         `json:"steps"`
 	Files     map[string]string `json:"files"`
 }
@@ -326,6 +375,21 @@ func SFT(ctx context.Context, o SFTOptions) (*SFTResult, error) {
 	perEpoch := (len(demos) + cfg.BatchSize - 1) / cfg.BatchSize
 	lin := &SFTLineage{Format: LineageFormat, Kind: LineageKindSFT, Version: parent.Version + 1, Parent: parent,
 		CreatedAt: time.Now().UTC(), CodeVersion: o.CodeVersion, Config: cfg, ConfigHash: cfg.Hash(), Demos: use}
+	probe := o.Probe
+	if probe != nil {
+		p := *probe
+		if p.Every <= 0 {
+			p.Every = 1
+		}
+		if p.Band == ([2]float64{}) {
+			p.Band = [2]float64{0.2, 0.5}
+		}
+		if p.Measure == nil || p.Dir == "" || !(p.Band[0] <= p.Band[1]) {
+			return nil, fmt.Errorf("%w: an SFT probe needs Measure, Dir and a band lo <= hi", ErrConfig)
+		}
+		probe = &p
+	}
+	epochLoss := make([]float64, 0, cfg.Epochs)
 	for epoch := range cfg.Epochs {
 		order := rand.New(rand.NewPCG(cfg.Seed, uint64(epoch))).Perm(len(demos))
 		var sum float64
@@ -354,6 +418,33 @@ func SFT(ctx context.Context, o SFTOptions) (*SFTResult, error) {
 		}
 		if n > 0 {
 			lin.FinalLoss = sum / float64(n)
+		}
+		epochLoss = append(epochLoss, lin.FinalLoss)
+		if probe == nil || ((epoch+1)%probe.Every != 0 && epoch != cfg.Epochs-1) {
+			continue
+		}
+		r, err := runProbe(ctx, probe, o.PolicyDir, m, lin, epoch)
+		if err != nil {
+			return nil, err
+		}
+		lin.Probes = append(lin.Probes, r)
+		if r.InBand {
+			break
+		}
+	}
+	if probe != nil && len(lin.Probes) > 0 {
+		kept := 0
+		for i, r := range lin.Probes {
+			if probe.distance(r.PassRate) <= probe.distance(lin.Probes[kept].PassRate) {
+				kept = i
+			}
+		}
+		lin.Kept = &kept
+		if r := lin.Probes[kept]; r.Epoch != lin.Probes[len(lin.Probes)-1].Epoch {
+			if m, err = model.Load(r.Checkpoint); err != nil {
+				return nil, fmt.Errorf("%w: probe checkpoint %s: %w", ErrCheckpoint, r.Checkpoint, err)
+			}
+			lin.FinalLoss = epochLoss[r.Epoch]
 		}
 	}
 	out := filepath.Clean(o.OutDir)
@@ -438,4 +529,30 @@ func writeSFTCheckpoint(dir, parent string, m *model.Model, lin *SFTLineage) err
 		return err
 	}
 	return sealLineage(dir, &lin.Files, lin)
+}
+
+// runProbe writes the weights after epoch as a probe checkpoint and
+// measures it.
+func runProbe(ctx context.Context, p *SFTProbe, parent string, m *model.Model, lin *SFTLineage, epoch int) (SFTProbeResult, error) {
+	dir := filepath.Join(p.Dir, fmt.Sprintf("epoch-%04d", epoch))
+	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
+		return SFTProbeResult{}, fmt.Errorf("%w: %w", ErrCheckpoint, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return SFTProbeResult{}, fmt.Errorf("%w: %w", ErrCheckpoint, err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return SFTProbeResult{}, fmt.Errorf("%w: %w", ErrCheckpoint, err)
+	}
+	snap := *lin
+	snap.Files = nil
+	if err := writeSFTCheckpoint(dir, parent, m, &snap); err != nil {
+		return SFTProbeResult{}, err
+	}
+	rate, n, err := p.Measure(ctx, dir, epoch)
+	if err != nil {
+		return SFTProbeResult{}, fmt.Errorf("trainer: sft probe after epoch %d: %w", epoch, err)
+	}
+	return SFTProbeResult{Epoch: epoch, Step: len(lin.Steps), PassRate: rate, Tasks: n, Checkpoint: dir,
+		InBand: p.distance(rate) == 0}, nil
 }

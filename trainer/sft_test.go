@@ -236,3 +236,62 @@ func TestSFTBadInput(t *testing.T) {
 		t.Errorf("existing out: %v", err)
 	}
 }
+
+// TestSFTProbe: with a probe, SFT stops at the first epoch whose measured
+// pass rate is in the band and keeps those weights; when no probe is in
+// the band it runs every epoch and keeps the weights of the probe nearest
+// to it, not the last ones. The lineage records every probe.
+func TestSFTProbe(t *testing.T) {
+	policy, demos := sftPolicy(t), sftDemos(t)
+	cfg := trainer.SFTConfig{Epochs: 4, LR: 3e-3, BatchSize: 3, Seed: 9}
+	cases := []struct {
+		name   string
+		rates  []float64 // by epoch
+		probes int
+		kept   int
+	}{
+		{"enters the band", []float64{0.05, 0.1, 0.3, 0.9}, 3, 2},
+		{"never in the band", []float64{0.0, 0.8, 0.6, 0.9}, 4, 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var measured []int
+			probe := &trainer.SFTProbe{Dir: filepath.Join(dir, "probes"), Measure: func(ctx context.Context, ckpt string, epoch int) (float64, int, error) {
+				if _, err := model.Load(ckpt); err != nil {
+					return 0, 0, err
+				}
+				measured = append(measured, epoch)
+				return c.rates[epoch], 10, nil
+			}}
+			res, err := trainer.SFT(context.Background(), trainer.SFTOptions{Demos: demos, PolicyDir: policy, OutDir: filepath.Join(dir, "sft"), Config: cfg, Probe: probe})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lin := res.Lineage
+			if len(measured) != c.probes || len(lin.Probes) != c.probes || lin.Kept == nil || *lin.Kept != c.kept {
+				t.Fatalf("measured epochs %v, lineage probes %+v kept %v; want %d probes, kept %d", measured, lin.Probes, lin.Kept, c.probes, c.kept)
+			}
+			if len(lin.Steps) != 2*c.probes {
+				t.Fatalf("%d steps, want %d (2 per epoch run)", len(lin.Steps), 2*c.probes)
+			}
+			for i, p := range lin.Probes {
+				if p.InBand != (p.PassRate >= 0.2 && p.PassRate <= 0.5) || p.Tasks != 10 || p.Epoch != i {
+					t.Fatalf("probe %d: %+v", i, p)
+				}
+			}
+			kept, _ := os.ReadFile(filepath.Join(lin.Probes[c.kept].Checkpoint, "model.safetensors"))
+			got, _ := os.ReadFile(filepath.Join(res.Dir, "model.safetensors"))
+			if len(kept) == 0 || !bytes.Equal(kept, got) {
+				t.Fatal("the checkpoint does not hold the kept probe's weights")
+			}
+			if last, _ := os.ReadFile(filepath.Join(lin.Probes[len(lin.Probes)-1].Checkpoint, "model.safetensors")); c.kept != len(lin.Probes)-1 && bytes.Equal(last, got) {
+				t.Fatal("the checkpoint holds the last probe's weights, not the kept one's")
+			}
+			back, err := os.ReadFile(filepath.Join(res.Dir, "lineage.json"))
+			if err != nil || !bytes.Contains(back, []byte(`"kept_probe"`)) || !bytes.Contains(back, []byte(`"in_band"`)) {
+				t.Fatalf("lineage.json: %v %s", err, back)
+			}
+		})
+	}
+}

@@ -48,6 +48,11 @@ type Config struct {
 	PolicyVersion int64
 	// Template is the chat template: qwen3 or qwen3-coder. Defaults to qwen3.
 	Template string
+	// TopK, when positive, samples among the K most likely tokens only;
+	// 1 is greedy decoding (evals that separate sharpening from new
+	// solving). Defaults to 0: temperature 1 over the whole support, the
+	// training distribution.
+	TopK int `json:",omitempty"`
 	// MaxTokens bounds a completion when the harness asks for no limit.
 	// Defaults to 1024.
 	MaxTokens int
@@ -168,6 +173,9 @@ func (c Config) Check() error {
 	}
 	if c.Iteration < 0 || c.Iteration > 999999 {
 		return fmt.Errorf("%w: iteration %d not in [0, 999999]", ErrConfig, c.Iteration)
+	}
+	if c.TopK < 0 {
+		return fmt.Errorf("%w: top-k %d is negative", ErrConfig, c.TopK)
 	}
 	if c.Group > 1024 {
 		return fmt.Errorf("%w: group %d: at most 1024 rollouts per task", ErrConfig, c.Group)

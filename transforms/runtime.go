@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/legorl/legorl/policy/infer"
 	"github.com/legorl/legorl/rollout"
 	"github.com/legorl/legorl/storage"
 )
@@ -79,8 +80,8 @@ func SetStoreOptions(opt storage.Options) {
 
 // runtimeKey is the registry key of a config.
 func (c Config) runtimeKey() string {
-	return fmt.Sprintf("%s@%d|%s|%d|%s|%s|%s|%s|%s", c.Policy, c.PolicyVersion, c.Template, c.MaxTokens,
-		c.RemoteKind, c.RemoteURL, c.Backend, c.Compute, c.Precision)
+	return fmt.Sprintf("%s@%d|%s|%d|%s|%s|%s|%s|%s|k%d", c.Policy, c.PolicyVersion, c.Template, c.MaxTokens,
+		c.RemoteKind, c.RemoteURL, c.Backend, c.Compute, c.Precision, c.TopK)
 }
 
 // acquire returns the runtime of cfg, building it the first time; every
@@ -164,6 +165,7 @@ func newRuntime(ctx context.Context, cfg Config) (*runtime, error) {
 	rt, err := rollout.New(ctx, rollout.Options{Policy: cfg.Policy, Version: cfg.PolicyVersion,
 		Remote:  rollout.Remote{Kind: cfg.RemoteKind, URL: cfg.RemoteURL},
 		Compute: cfg.Compute, Precision: cfg.Precision, Template: cfg.Template, MaxTokens: cfg.MaxTokens,
+		Sampling: infer.Sampling{Temperature: 1, TopP: 1, TopK: cfg.TopK},
 		Sandbox: cfg.Backend, Metrics: rollout.Metrics{Engine: met.Engine, Proxy: met.Proxy, Sandbox: met.Sandbox}})
 	if err != nil {
 		if errors.Is(err, rollout.ErrOptions) {
