@@ -245,7 +245,7 @@ func Run(ctx context.Context, cfg Config) (schemas.Rollout, []schemas.Segment, [
 	cfg = cfg.withDefaults()
 	r := &run{cfg: cfg, start: time.Now()}
 	r.row = schemas.Rollout{
-		RunID: cfg.RunID, Iteration: cfg.Iteration, TaskID: cfg.Instance.InstanceID, GroupID: cfg.GroupID, Split: cfg.Instance.Split,
+		RunID: cfg.RunID, Iteration: cfg.Iteration, TaskID: cfg.Instance.InstanceID, GroupID: cfg.GroupID,
 		RolloutID: cfg.RolloutID, Harness: cfg.Harness.Name(), PolicyVersion: cfg.PolicyVersion, Seed: int64(cfg.Seed),
 		StartedAtMs: r.start.UnixMilli(), F2PPassed: []string{}, F2PFailed: []string{}, P2PPassed: []string{}, P2PFailed: []string{},
 		Flags: []string{},

@@ -60,13 +60,9 @@ type Rollout struct {
 	GradeSeconds float64 `parquet:"grade_seconds"`
 
 	DiffBytes   int64    `parquet:"diff_bytes"`
-	Flags       []string `parquet:"flags,list"`    // e.g. "tamper_attempt"
+	Flags       []string `parquet:"flags,list"`    // e.g. "tamper_attempt"; "split:S" names the task's split (train, heldout, ...)
 	Error       string   `parquet:"error"`         // why a masked rollout was masked; empty otherwise
 	StartedAtMs int64    `parquet:"started_at_ms"` // Unix milliseconds
-	// Split is the task's split (sft, train, heldout, heldout_family; empty
-	// for a suite without splits): which pool a rollout drew from. Added
-	// after the other columns; files written before it read as "".
-	Split string `parquet:"split"`
 }
 
 // Segment is one row of the segments table: a run of tokens that the policy

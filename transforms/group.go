@@ -125,6 +125,11 @@ func fault(cfg Config, point, taskID string) error {
 	return fmt.Errorf("%w: %s, task %s", ErrFault, point, taskID)
 }
 
+// SplitFlag prefixes the flag that records a rollout's task split in
+// the rollouts table ("split:train", "split:heldout", ...): which pool of
+// the suite each rollout drew from.
+const SplitFlag = "split:"
+
 // hardSlack is how long past the sum of its phase deadlines a rollout may
 // take before its runner is abandoned (Run honours its deadlines; this is
 // the backstop that keeps a stuck rollout from stalling the run).
@@ -158,6 +163,9 @@ func runOne(ctx context.Context, rt *runtime, cfg Config, h harness.Harness, g G
 	defer t.Stop()
 	select {
 	case o := <-ch:
+		if in.Split != "" && o.err == nil {
+			o.row.Flags = append(o.row.Flags, SplitFlag+in.Split)
+		}
 		return o.row, o.segs, o.steps, o.err
 	case <-t.C:
 		// Abandoned: its goroutine ends when Run does; the row says why.
@@ -172,10 +180,10 @@ func runOne(ctx context.Context, rt *runtime, cfg Config, h harness.Harness, g G
 // maskedRow is the row of a rollout that ended without Run's row.
 func maskedRow(cfg Config, g Group, spec Spec, t schemas.Termination, detail string) schemas.Rollout {
 	return schemas.Rollout{
-		RunID: cfg.RunID, Iteration: cfg.Iteration, TaskID: g.Task.Instance.InstanceID, GroupID: g.GroupID, Split: g.Task.Instance.Split,
+		RunID: cfg.RunID, Iteration: cfg.Iteration, TaskID: g.Task.Instance.InstanceID, GroupID: g.GroupID,
 		RolloutID: spec.RolloutID, Harness: cfg.Harness, PolicyVersion: cfg.PolicyVersion, Seed: spec.Seed,
 		Status: t.Status(), Termination: t, Error: oneLine(detail, 2000),
-		F2PPassed: []string{}, F2PFailed: []string{}, P2PPassed: []string{}, P2PFailed: []string{}, Flags: []string{"abandoned"},
+		F2PPassed: []string{}, F2PFailed: []string{}, P2PPassed: []string{}, P2PFailed: []string{}, Flags: splitFlags(g.Task.Instance.Split, "abandoned"),
 	}
 }
 
@@ -285,4 +293,11 @@ func oneLine(s string, n int) string {
 		return string(out[:n]) + "..."
 	}
 	return string(out)
+}
+
+func splitFlags(split string, flags ...string) []string {
+	if split != "" {
+		flags = append(flags, SplitFlag+split)
+	}
+	return flags
 }
