@@ -58,6 +58,8 @@ type Config struct {
 	Group int `json:"group"`
 	// Rollout configures every rollout, training and eval alike.
 	Rollout Rollout `json:"rollout"`
+	// RL chooses each iteration's training tasks.
+	RL RL `json:"rl"`
 	// Train is the trainer's config.
 	Train trainer.Config `json:"train"`
 	// Eval configures the held-out evals.
@@ -83,12 +85,36 @@ type Init struct {
 	Seed uint64 `json:"seed"`
 }
 
+// RL chooses the tasks of the RL iterations.
+type RL struct {
+	// TasksPerIteration is K: each iteration rolls out K tasks of the
+	// train split it has not rolled out before (a seeded order of the
+	// pool, walked in turn; past its end the order starts again, and the
+	// loop says so). SFT never sees them: its demonstrations come from the
+	// sft split. Defaults to 0: every train task, every iteration.
+	TasksPerIteration int `json:"tasks_per_iteration,omitempty"`
+}
+
 // SFT is the warm start.
 type SFT struct {
 	trainer.SFTConfig
 	// Harness is the demonstrations' format: bash or tools. Defaults to
 	// Config.Harness.
 	Harness string `json:"harness,omitempty"`
+	// Probe, when set, measures pass@1 on tasks of the RL pool during SFT
+	// and stops it in a band (trainer.SFTProbe).
+	Probe *Probe `json:"probe,omitempty"`
+}
+
+// Probe configures SFT's probe.
+type Probe struct {
+	// Tasks is the number of train-split tasks probed (one rollout each,
+	// temperature 1). Defaults to 32.
+	Tasks int `json:"tasks,omitempty"`
+	// Every is the period in epochs. Defaults to 1.
+	Every int `json:"every,omitempty"`
+	// Band is the pass@1 interval SFT stops in. Defaults to [0.2, 0.5].
+	Band [2]float64 `json:"band,omitempty"`
 }
 
 // Rollout configures the rollouts.
@@ -120,6 +146,13 @@ type Eval struct {
 	// Group is rollouts per held-out task (pass@1 is their mean; pass@k
 	// with k = Group). Defaults to 1.
 	Group int `json:"group"`
+	// MaxTasks bounds the tasks evaluated per split (the first of the
+	// suite's order). Defaults to 0: every task of the split.
+	MaxTasks int `json:"max_tasks,omitempty"`
+	// Greedy also evaluates every policy with greedy decoding (top-k 1),
+	// beside temperature 1: RL that only sharpens the distribution moves
+	// the temperature-1 figure and not the greedy one. Defaults to false.
+	Greedy bool `json:"greedy,omitempty"`
 }
 
 // Duration is a time.Duration written as "90s" in JSON.
@@ -231,6 +264,20 @@ func (c Config) WithDefaults() Config {
 	if c.Eval.Group == 0 {
 		c.Eval.Group = 1
 	}
+	if c.SFT != nil && c.SFT.Probe != nil {
+		s, p := *c.SFT, *c.SFT.Probe
+		if p.Tasks == 0 {
+			p.Tasks = 32
+		}
+		if p.Every == 0 {
+			p.Every = 1
+		}
+		if p.Band == ([2]float64{}) {
+			p.Band = [2]float64{0.2, 0.5}
+		}
+		s.Probe = &p
+		c.SFT = &s
+	}
 	return c
 }
 
@@ -275,6 +322,15 @@ func (c Config) Validate() error {
 		}
 		if err := c.SFT.SFTConfig.Validate(); err != nil {
 			return err
+		}
+	}
+	if c.RL.TasksPerIteration < 0 || c.Eval.MaxTasks < 0 {
+		return bad("rl.tasks_per_iteration %d, eval.max_tasks %d: negative", c.RL.TasksPerIteration, c.Eval.MaxTasks)
+	}
+	if c.SFT != nil && c.SFT.Probe != nil {
+		p := c.SFT.Probe
+		if p.Tasks < 1 || p.Every < 1 || p.Band[0] < 0 || p.Band[1] > 1 || p.Band[0] > p.Band[1] {
+			return bad("sft.probe: tasks %d, every %d, band %v: want tasks and every >= 1 and 0 <= lo <= hi <= 1", p.Tasks, p.Every, p.Band)
 		}
 	}
 	if c.Rollout.MaxTurns < 0 || c.Rollout.MaxTokens < 0 || c.Rollout.Parallel < 0 {

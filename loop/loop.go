@@ -38,6 +38,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/legorl/legorl/loop/stats"
 	"github.com/legorl/legorl/pipelines/eval"
 	"github.com/legorl/legorl/pipelines/rollout"
 	"github.com/legorl/legorl/pipelines/runner"
@@ -84,6 +85,21 @@ type Result struct {
 	Iterations []IterationResult `json:"iterations"`
 	// Evals are the held-out evals, in order (before, periodic, after).
 	Evals []EvalResult `json:"evals"`
+	// Comparisons pair the first and last evals by task.
+	Comparisons []Comparison `json:"comparisons,omitempty"`
+	// SFT is what the warm start did, when the config has one.
+	SFT *SFTSummary `json:"sft,omitempty"`
+	// WallSeconds is the time this invocation of the loop took.
+	WallSeconds float64 `json:"wall_seconds"`
+}
+
+// SFTSummary is the warm start's record.
+type SFTSummary struct {
+	Demos     int                      `json:"demos"`
+	Steps     int                      `json:"steps"`
+	FinalLoss float64                  `json:"final_loss"`
+	Probes    []trainer.SFTProbeResult `json:"probes,omitempty"`
+	Kept      *int                     `json:"kept_probe,omitempty"`
 }
 
 // IterationResult is one iteration's figures.
@@ -95,26 +111,44 @@ type IterationResult struct {
 	Completed     int     `json:"completed"`
 	Masked        int     `json:"masked"`
 	PassRate      float64 `json:"pass_rate"`
-	Trained       int     `json:"trained"`         // segments that carried loss
-	ZeroVariance  int     `json:"zero_variance"`   // groups without a gradient
-	Pearson       float64 `json:"pearson"`         // the gate's correlation
-	Loss          float64 `json:"loss"`            // mean loss of the update's steps
-	RolloutSecs   float64 `json:"rollout_seconds"` // wall time of the pipeline
-	TrainSecs     float64 `json:"train_seconds"`
-	TrainTokensPS float64 `json:"train_tokens_per_second"`
-	RecompTokPS   float64 `json:"recompute_tokens_per_second"`
-	Checkpoint    string  `json:"checkpoint"`
+	Trained       int     `json:"trained"`       // segments that carried loss
+	ZeroVariance  int     `json:"zero_variance"` // groups without a gradient
+	Groups        int     `json:"groups"`        // groups the update saw
+	// ZeroVarianceFrac is ZeroVariance / Groups: the share of tasks that
+	// taught nothing (all solved or all failed).
+	ZeroVarianceFrac float64 `json:"zero_variance_fraction"`
+	Pearson          float64 `json:"pearson"`         // the gate's correlation
+	Loss             float64 `json:"loss"`            // mean loss of the update's steps
+	RolloutSecs      float64 `json:"rollout_seconds"` // wall time of the pipeline
+	TrainSecs        float64 `json:"train_seconds"`
+	TrainTokensPS    float64 `json:"train_tokens_per_second"`
+	RecompTokPS      float64 `json:"recompute_tokens_per_second"`
+	Checkpoint       string  `json:"checkpoint"`
 }
 
-// EvalResult is pass@1 per harness and held-out split of one policy.
+// EvalResult is pass@1 per harness and held-out split of one policy, at
+// temperature 1 and, with eval.greedy, greedy.
 type EvalResult struct {
 	PolicyVersion int64  `json:"policy_version"`
 	Checkpoint    string `json:"checkpoint"`
-	// Pass1[harness][split] is pass@1; Tasks[harness][split] the tasks
-	// with a completed rollout.
-	Pass1 map[string]map[string]float64 `json:"pass1"`
-	Tasks map[string]map[string]int     `json:"tasks"`
+	// Pass1[harness][split] is pass@1 at temperature 1; Tasks[harness][split]
+	// the tasks with a completed rollout; CI95 the 95% interval.
+	Pass1 map[string]map[string]float64    `json:"pass1"`
+	Tasks map[string]map[string]int        `json:"tasks"`
+	CI95  map[string]map[string][2]float64 `json:"ci95,omitempty"`
+	// Greedy and GreedyCI95 are the same with greedy decoding.
+	Greedy     map[string]map[string]float64    `json:"greedy,omitempty"`
+	GreedyCI95 map[string]map[string][2]float64 `json:"greedy_ci95,omitempty"`
+	// perTask[mode][harness][split][task] is each task's pass rate, for
+	// the paired before/after comparison.
+	perTask map[string]map[string]map[string]map[string]float64
 }
+
+// Eval modes: temperature 1 (the training distribution) and greedy.
+const (
+	ModeT1     = "t1"
+	ModeGreedy = "greedy"
+)
 
 // evalSplits are evaluated separately: the headline (held-out instances)
 // and the transfer row (held-out families).
@@ -133,14 +167,22 @@ func Run(ctx context.Context, cfg Config, o Options) (*Result, error) {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+	start := time.Now()
 	l := &looper{cfg: cfg, o: o}
 	if err := l.prepare(ctx); err != nil {
 		return nil, err
 	}
-	res := &Result{}
+	res := &Result{SFT: l.sft}
 	err := l.run(ctx, res)
+	if len(res.Evals) > 1 {
+		res.Comparisons = compare(res.Evals[0], res.Evals[len(res.Evals)-1])
+	}
+	res.WallSeconds = time.Since(start).Seconds()
 	if err == nil {
 		err = l.storeResult(ctx, res)
+	}
+	if err == nil {
+		err = l.writeSummary(res)
 	}
 	return res, err
 }
@@ -151,9 +193,10 @@ type looper struct {
 	st    storage.Store
 	suite string // the suite's path
 	start string // the starting checkpoint (iteration 0's policy)
-	// instances is the suite, read once by countTasks (a run's suite is
-	// prepared before the first pipeline and never changes).
+	// instances is the suite, read once (load; a run's suite is prepared
+	// before the first pipeline and never changes), snapshots absolute.
 	instances []tasks.Instance
+	sft       *SFTSummary
 }
 
 func (l *looper) logf(format string, a ...any) {
@@ -231,9 +274,15 @@ func (l *looper) iteration(ctx context.Context, i int) (IterationResult, error) 
 	}
 	start := time.Now()
 	rc := l.rolloutConfig(i, pol, version, cfg.Harness, transforms.Stage, cfg.Group, "")
-	l.logf("iteration %d: rollouts of policy v%d on the training split (G=%d)", i, version, cfg.Group)
-	done := l.onPipeline(rc, l.countTasks(trainSplit))
-	rep, err := rollout.Run(ctx, rollout.Options{Tasks: l.suite, Splits: trainSplit, Config: rc}, l.runnerOptions("rollout", i))
+	taskPath, n := l.suite, l.countTasks(trainSplit)
+	if f, err := l.iterationTasks(i); err != nil {
+		return it, err
+	} else if f != "" {
+		taskPath, n = f, cfg.RL.TasksPerIteration
+	}
+	l.logf("iteration %d: rollouts of policy v%d on %d tasks of the training split (G=%d)", i, version, n, cfg.Group)
+	done := l.onPipeline(rc, n)
+	rep, err := rollout.Run(ctx, rollout.Options{Tasks: taskPath, Splits: trainSplit, Config: rc}, l.runnerOptions("rollout", i))
 	done()
 	if err != nil {
 		return it, err
@@ -252,7 +301,10 @@ func (l *looper) iteration(ctx context.Context, i int) (IterationResult, error) 
 	}
 	it.TrainSecs = time.Since(start).Seconds()
 	u := tr.Update
-	it.Trained, it.ZeroVariance = u.Trained, u.Groups.ZeroVariance
+	it.Trained, it.ZeroVariance, it.Groups = u.Trained, u.Groups.ZeroVariance, u.Groups.Groups
+	if it.Groups > 0 {
+		it.ZeroVarianceFrac = float64(it.ZeroVariance) / float64(it.Groups)
+	}
 	if u.Gate != nil {
 		it.Pearson = u.Gate.Overall.Pearson
 	}
@@ -280,53 +332,116 @@ func (it IterationResult) summary() string {
 	if it.Resumed {
 		return fmt.Sprintf("iteration %d: done by an earlier run (policy v%d -> %s, pass rate %.3f)", it.Iteration, it.PolicyVersion, it.Checkpoint, it.PassRate)
 	}
-	return fmt.Sprintf("iteration %d: policy v%d: %d rollouts (%d completed, %d masked), pass rate %.3f; %d segments trained, %d groups without variance, gate Pearson %.5f, loss %.4f; rollouts %.0fs, update %.0fs (%.0f train tokens/s, %.0f recompute tokens/s) -> %s",
-		it.Iteration, it.PolicyVersion, it.Launched, it.Completed, it.Masked, it.PassRate, it.Trained, it.ZeroVariance, it.Pearson, it.Loss,
+	return fmt.Sprintf("iteration %d: policy v%d: %d rollouts (%d completed, %d masked), pass rate %.3f; %d segments trained, %d of %d groups without variance, gate Pearson %.5f, loss %.4f; rollouts %.0fs, update %.0fs (%.0f train tokens/s, %.0f recompute tokens/s) -> %s",
+		it.Iteration, it.PolicyVersion, it.Launched, it.Completed, it.Masked, it.PassRate, it.Trained, it.ZeroVariance, it.Groups, it.Pearson, it.Loss,
 		it.RolloutSecs, it.TrainSecs, it.TrainTokensPS, it.RecompTokPS, it.Checkpoint)
 }
 
-// eval measures pass@1 of a checkpoint per harness and held-out split.
-// Each split is its own eval run (RUN-eval-heldout, ...), iteration = the
-// policy version, so the same policy is never evaluated twice.
+// eval measures pass@1 of a checkpoint per harness and held-out split,
+// at temperature 1 and (eval.greedy) greedily. Each split and mode is its
+// own eval run (RUN-eval-heldout, RUN-eval-heldout-greedy, ...),
+// iteration = the policy version, so the same policy is never evaluated
+// twice.
 func (l *looper) eval(ctx context.Context, dir string) (EvalResult, error) {
 	version, err := policyVersion(dir)
 	if err != nil {
 		return EvalResult{}, err
 	}
-	e := EvalResult{PolicyVersion: version, Checkpoint: dir, Pass1: map[string]map[string]float64{}, Tasks: map[string]map[string]int{}}
+	e := EvalResult{PolicyVersion: version, Checkpoint: dir, Pass1: map[string]map[string]float64{}, Tasks: map[string]map[string]int{},
+		CI95: map[string]map[string][2]float64{}, perTask: map[string]map[string]map[string]map[string]float64{}}
+	modes := []string{ModeT1}
+	if l.cfg.Eval.Greedy {
+		modes = append(modes, ModeGreedy)
+		e.Greedy, e.GreedyCI95 = map[string]map[string]float64{}, map[string]map[string][2]float64{}
+	}
 	for _, split := range evalSplits {
-		n := l.countTasks([]string{split})
-		if n == 0 {
-			continue
-		}
-		rc := l.rolloutConfig(int(version), dir, version, l.cfg.Eval.Harnesses[0], "", l.cfg.Eval.Group, evalRun(l.cfg.Run, split))
-		l.logf("eval of policy v%d on %s (%d tasks, %s)", version, split, n, strings.Join(l.cfg.Eval.Harnesses, ", "))
-		var dones []func()
-		for _, h := range l.cfg.Eval.Harnesses { // each harness commits under its own stage
-			hc := rc
-			hc.Harness, hc.Stage = h, eval.Stage(h)
-			dones = append(dones, l.onPipeline(hc, n))
-		}
-		done := func() {
-			for _, d := range dones {
-				d()
-			}
-		}
-		t, err := eval.Run(ctx, eval.Options{Tasks: l.suite, Harnesses: l.cfg.Eval.Harnesses, Splits: []string{split}, Config: rc},
-			l.runnerOptions("eval-"+split, int(version)))
-		done()
+		path, n, err := l.evalTasks(split)
 		if err != nil {
 			return e, err
 		}
-		for _, r := range t.Rows {
-			if e.Pass1[r.Harness] == nil {
-				e.Pass1[r.Harness], e.Tasks[r.Harness] = map[string]float64{}, map[string]int{}
+		if n == 0 {
+			continue
+		}
+		for _, mode := range modes {
+			t, err := l.evalRun(ctx, dir, version, split, mode, path, n)
+			if err != nil {
+				return e, err
 			}
-			e.Pass1[r.Harness][split], e.Tasks[r.Harness][split] = r.Pass1, r.Tasks
-			l.logf("eval of policy v%d: %s on %s: pass@1 %.3f over %d tasks (%d masked)", version, r.Harness, split, r.Pass1, r.Tasks, r.Masked)
+			for _, r := range t.Rows {
+				p1, ci := e.Pass1, e.CI95
+				if mode == ModeGreedy {
+					p1, ci = e.Greedy, e.GreedyCI95
+				}
+				set(p1, r.Harness, split, r.Pass1)
+				set(ci, r.Harness, split, interval(r))
+				if mode == ModeT1 {
+					set(e.Tasks, r.Harness, split, r.Tasks)
+				}
+				if e.perTask[mode] == nil {
+					e.perTask[mode] = map[string]map[string]map[string]float64{}
+				}
+				set(e.perTask[mode], r.Harness, split, r.PerTask)
+				l.logf("eval of policy v%d (%s): %s on %s: pass@1 %.3f [%.3f, %.3f] over %d tasks (%d masked)", version, mode, r.Harness, split,
+					r.Pass1, interval(r)[0], interval(r)[1], r.Tasks, r.Masked)
+			}
 		}
 	}
 	return e, nil
+}
+
+// evalRun runs one split's eval in one mode.
+func (l *looper) evalRun(ctx context.Context, dir string, version int64, split, mode, path string, n int) (transforms.EvalTable, error) {
+	run := evalRun(l.cfg.Run, split)
+	if mode == ModeGreedy {
+		run += "-greedy"
+	}
+	rc := l.rolloutConfig(int(version), dir, version, l.cfg.Eval.Harnesses[0], "", l.cfg.Eval.Group, run)
+	if mode == ModeGreedy {
+		rc.TopK = 1
+	}
+	l.logf("eval of policy v%d on %s, %s (%d tasks, %s)", version, split, mode, n, strings.Join(l.cfg.Eval.Harnesses, ", "))
+	var dones []func()
+	for _, h := range l.cfg.Eval.Harnesses { // each harness commits under its own stage
+		hc := rc
+		hc.Harness, hc.Stage = h, eval.Stage(h)
+		dones = append(dones, l.onPipeline(hc, n))
+	}
+	t, err := eval.Run(ctx, eval.Options{Tasks: path, Harnesses: l.cfg.Eval.Harnesses, Splits: []string{split}, Config: rc},
+		l.runnerOptions("eval-"+split+"-"+mode, int(version)))
+	for _, d := range dones {
+		d()
+	}
+	return t, err
+}
+
+// interval is the 95% interval of an eval row's pass@1: Wilson's for one
+// rollout per task, else the normal interval of the per-task rates.
+func interval(r transforms.EvalRow) [2]float64 {
+	rates := make([]float64, 0, len(r.PerTask))
+	k, binary := 0, true
+	for _, v := range r.PerTask {
+		rates = append(rates, v)
+		switch v {
+		case 1:
+			k++
+		case 0:
+		default:
+			binary = false
+		}
+	}
+	if binary {
+		lo, hi := stats.Wilson(k, len(rates))
+		return [2]float64{lo, hi}
+	}
+	_, lo, hi := stats.Mean(rates)
+	return [2]float64{max(0, lo), min(1, hi)}
+}
+
+func set[V any](m map[string]map[string]V, a, b string, v V) {
+	if m[a] == nil {
+		m[a] = map[string]V{}
+	}
+	m[a][b] = v
 }
 
 // evalRun is the run id of a split's evals.
@@ -366,16 +481,13 @@ func (l *looper) onPipeline(cfg transforms.Config, n int) func() {
 // countTasks counts the valid tasks of the splits (for progress; 0 when
 // the suite cannot be read, and the pipeline then says why).
 func (l *looper) countTasks(splits []string) int {
-	if l.instances == nil {
-		s, err := tasks.Load(l.suite)
-		if err != nil {
-			return 0
-		}
-		l.instances = s.Instances
+	all, err := l.load()
+	if err != nil {
+		return 0
 	}
 	n := 0
-	for i := range l.instances {
-		in := &l.instances[i]
+	for i := range all {
+		in := &all[i]
 		if in.Check() == nil && (in.Split == "" || slices.Contains(splits, in.Split)) {
 			n++
 		}

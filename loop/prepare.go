@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/legorl/legorl/harness/scripted"
+	"github.com/legorl/legorl/pipelines/eval"
 	"github.com/legorl/legorl/policy/model"
 	"github.com/legorl/legorl/policy/tokenizer"
 	"github.com/legorl/legorl/storage"
@@ -99,10 +100,11 @@ func (l *looper) demos(ctx context.Context, agent string) (string, error) {
 		return "", err
 	}
 	var demos []*scripted.Demo
+	split := l.demoSplit()
 	for i := range s.Instances {
 		in := &s.Instances[i]
-		if scripted.CheckTrain(in) != nil || in.Check() != nil {
-			continue // held out, or invalid: never a demonstration
+		if scripted.CheckTrain(in) != nil || in.Check() != nil || (in.Split != "" && in.Split != split) {
+			continue // held out, in the RL pool, or invalid: never a demonstration
 		}
 		d, err := scripted.Solve(ctx, s.Dir, in, agent, scripted.Options{})
 		if err != nil {
@@ -117,7 +119,7 @@ func (l *looper) demos(ctx context.Context, agent string) (string, error) {
 	if err := scripted.WriteJSONL(&buf, demos); err != nil {
 		return "", err
 	}
-	l.logf("%d %s demonstrations -> %s", len(demos), agent, path)
+	l.logf("%d %s demonstrations of the %s split -> %s", len(demos), agent, split, path)
 	return path, atomicFile(path, buf.Bytes())
 }
 
@@ -185,15 +187,26 @@ func (l *looper) prepareInit(ctx context.Context) (string, error) {
 func (l *looper) prepareSFT(ctx context.Context, from string) (string, error) {
 	dir := filepath.Join(l.cfg.WorkDir, "checkpoints", "sft")
 	if exists(dir) {
-		return dir, nil
+		return dir, l.readSFT(dir)
 	}
 	demos, err := l.demos(ctx, l.cfg.SFT.Harness)
 	if err != nil {
 		return "", err
 	}
 	l.logf("SFT warm start on %s", demos)
+	var probe *trainer.SFTProbe
+	if p := l.cfg.SFT.Probe; p != nil {
+		tasks, err := l.probeTasks(p.Tasks)
+		if err != nil {
+			return "", err
+		}
+		probe = &trainer.SFTProbe{Every: p.Every, Band: p.Band, Dir: filepath.Join(l.cfg.WorkDir, "checkpoints", "sft-probes"),
+			Measure: func(ctx context.Context, ckpt string, epoch int) (float64, int, error) {
+				return l.measureProbe(ctx, ckpt, epoch, tasks)
+			}}
+	}
 	res, err := trainer.SFT(ctx, trainer.SFTOptions{Demos: demos, PolicyDir: from, OutDir: dir, Config: l.cfg.SFT.SFTConfig, Backend: l.o.Backend,
-		CodeVersion: l.o.CodeVersion, Progress: l.o.OnSFT})
+		CodeVersion: l.o.CodeVersion, Progress: l.o.OnSFT, Probe: probe})
 	if err != nil {
 		return "", fmt.Errorf("sft: %w", err)
 	}
@@ -202,7 +215,47 @@ func (l *looper) prepareSFT(ctx context.Context, from string) (string, error) {
 		first = res.Lineage.Steps[0].Loss
 	}
 	l.logf("SFT: %d steps, loss %.4f -> %.4f -> %s", len(res.Lineage.Steps), first, res.Lineage.FinalLoss, dir)
-	return dir, nil
+	return dir, l.readSFT(dir)
+}
+
+// measureProbe is pass@1 (temperature 1, one rollout per task) of an SFT
+// probe checkpoint on the probe tasks: an eval run of its own
+// (RUN-sft-probe, iteration = the epoch).
+func (l *looper) measureProbe(ctx context.Context, ckpt string, epoch int, taskFile string) (float64, int, error) {
+	version, err := policyVersion(ckpt)
+	if err != nil {
+		return 0, 0, err
+	}
+	rc := l.rolloutConfig(epoch, ckpt, version, l.cfg.Harness, "", 1, l.cfg.Run+"-sft-probe")
+	rc.Harness, rc.Stage = l.cfg.Harness, eval.Stage(l.cfg.Harness)
+	n := l.cfg.SFT.Probe.Tasks
+	done := l.onPipeline(rc, n)
+	t, err := eval.Run(ctx, eval.Options{Tasks: taskFile, Harnesses: []string{l.cfg.Harness}, Splits: trainSplit, Config: rc},
+		l.runnerOptions("sft-probe", epoch))
+	done()
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(t.Rows) == 0 {
+		return 0, 0, fmt.Errorf("sft probe: no rollout completed")
+	}
+	r := t.Rows[0]
+	l.logf("SFT probe after epoch %d: pass@1 %.3f over %d tasks of the RL pool (%d masked)", epoch+1, r.Pass1, r.Tasks, r.Masked)
+	return r.Pass1, r.Tasks, nil
+}
+
+// readSFT records the SFT checkpoint's lineage in the run's summary.
+func (l *looper) readSFT(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, "lineage.json"))
+	if err != nil {
+		return fmt.Errorf("sft: %w", err)
+	}
+	var lin trainer.SFTLineage
+	if err := json.Unmarshal(b, &lin); err != nil {
+		return fmt.Errorf("sft: %s: %w", dir, err)
+	}
+	l.sft = &SFTSummary{Demos: lin.Demos.Conversations, Steps: len(lin.Steps), FinalLoss: lin.FinalLoss, Probes: lin.Probes, Kept: lin.Kept}
+	return nil
 }
 
 // atomicDir fills a temporary folder beside dir and renames it to dir.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/legorl/legorl/loop"
@@ -120,46 +119,15 @@ func runLoop(ctx context.Context, env *environ, args []string, stdout, stderr io
 		},
 	})
 	if res != nil && len(res.Evals) > 0 {
-		fmt.Fprint(stdout, resultsTable(cfg, res))
+		fmt.Fprint(stdout, res.Table())
 	}
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(stdout, "wall time %.0f s; summary: %s/summary.json\n", res.WallSeconds, cfg.WorkDir)
 	fmt.Fprintf(stdout, "data: %s (run %s; evals under %s-eval-*); checkpoints: %s/checkpoints\n", cfg.Store, cfg.Run, cfg.Run, cfg.WorkDir)
 	fmt.Fprintf(stdout, "dashboard: bin/legorl monitor --store %s --run %s --checkpoints %s/checkpoints\n", cfg.Store, cfg.Run, cfg.WorkDir)
 	return nil
-}
-
-// resultsTable is the before/after table: pass@1 per harness and held-out
-// split, first eval against last.
-func resultsTable(cfg loop.Config, res *loop.Result) string {
-	first, last := res.Evals[0], res.Evals[len(res.Evals)-1]
-	var b strings.Builder
-	fmt.Fprintf(&b, "\npass@1 on held-out tasks, policy v%d (before RL) -> v%d (after %d iterations)\n", first.PolicyVersion, last.PolicyVersion, len(res.Iterations))
-	fmt.Fprintf(&b, "%-10s %-16s %7s %7s %7s %6s\n", "harness", "split", "before", "after", "delta", "tasks")
-	var hs []string
-	for h := range first.Pass1 {
-		hs = append(hs, h)
-	}
-	sort.Strings(hs)
-	for _, h := range hs {
-		for _, split := range []string{"heldout", "heldout_family"} {
-			before, ok := first.Pass1[h][split]
-			if !ok {
-				continue
-			}
-			after := last.Pass1[h][split]
-			fmt.Fprintf(&b, "%-10s %-16s %7.3f %7.3f %+7.3f %6d\n", h, split, before, after, after-before, last.Tasks[h][split])
-		}
-	}
-	if len(res.Iterations) > 0 {
-		var rates []string
-		for _, it := range res.Iterations {
-			rates = append(rates, fmt.Sprintf("%.3f", it.PassRate))
-		}
-		fmt.Fprintf(&b, "pass rate on the training split, by iteration: %s\n", strings.Join(rates, ", "))
-	}
-	return b.String()
 }
 
 // absStoreURI makes a relative file:// store absolute, so pipeline

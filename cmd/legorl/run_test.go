@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -23,16 +24,18 @@ func loopTestConfig(t *testing.T, dir string) string {
   "run": "loop-test",
   "store": "file://` + filepath.Join(dir, "store") + `",
   "work_dir": "` + filepath.Join(dir, "work") + `",
-  "builtin": {"n": 10, "seed": 3, "languages": ["python"]},
+  "builtin": {"n": 16, "seed": 3, "languages": ["python"]},
   "init": {"model": {"model_type": "qwen3", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
            "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "max_position_embeddings": 4096,
            "tie_word_embeddings": true}, "vocab": 400, "seed": 1},
-  "sft": {"epochs": 1, "lr": 0.001},
+  "sft": {"epochs": 2, "lr": 0.001, "probe": {"tasks": 2, "every": 1, "band": [0.5, 1]}},
   "harness": "bash",
   "iterations": 2,
   "group": 2,
+  "rl": {"tasks_per_iteration": 2},
   "rollout": {"max_turns": 2, "max_tokens": 16, "parallel": 4, "agent_timeout": "2m"},
-  "train": {"lr": 0.0001, "steps": 1, "seed": 7}
+  "train": {"lr": 0.0001, "steps": 1, "seed": 7},
+  "eval": {"max_tasks": 1, "greedy": true}
 }`
 	path := filepath.Join(dir, "loop.json")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
@@ -101,21 +104,65 @@ func TestRunLoop(t *testing.T) {
 	if n := strings.Count(out, "\n"); n == 0 {
 		t.Fatal("no training rollouts")
 	}
+	// K = 2 fresh tasks per iteration: 2 tasks x G = 2 rollouts each
+	// iteration, 4 distinct tasks over the two iterations, none of them
+	// an SFT demonstration; every row names its split.
+	perIter := map[int][]string{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var r struct {
-			TaskID string `json:"task_id"`
+			TaskID    string   `json:"task_id"`
+			Iteration int      `json:"iteration"`
+			Flags     []string `json:"flags"`
 		}
 		json.Unmarshal([]byte(line), &r)
 		if !trainInstance(t, work, r.TaskID) {
 			t.Errorf("rollout of %s, which is not a training instance", r.TaskID)
 		}
+		if !slices.Contains(r.Flags, "split:train") {
+			t.Errorf("rollout of %s: flags %v lack split:train", r.TaskID, r.Flags)
+		}
+		if !slices.Contains(perIter[r.Iteration], r.TaskID) {
+			perIter[r.Iteration] = append(perIter[r.Iteration], r.TaskID)
+		}
 	}
-	table := regexp.MustCompile(`(?m)^bash +heldout +\d\.\d{3} +\d\.\d{3} +[+-]\d\.\d{3} +\d+$`)
-	if !strings.Contains(stdout, "pass@1 on held-out tasks, policy v1 (before RL) -> v3") || !table.MatchString(stdout) {
-		t.Errorf("no before/after table:\n%s", stdout)
+	if len(perIter[0]) != 2 || len(perIter[1]) != 2 || slices.ContainsFunc(perIter[1], func(id string) bool { return slices.Contains(perIter[0], id) }) {
+		t.Errorf("tasks per iteration %v: want 2 fresh ones each", perIter)
 	}
-	if !regexp.MustCompile(`pass rate on the training split, by iteration: \d\.\d{3}, \d\.\d{3}\n`).MatchString(stdout) {
+	demos, _ := os.ReadFile(filepath.Join(work, "demos-bash.jsonl"))
+	for _, ids := range perIter {
+		for _, id := range ids {
+			if strings.Contains(string(demos), `"instance_id":"`+id+`"`) {
+				t.Errorf("%s is both a demonstration and an RL task", id)
+			}
+		}
+	}
+	table := regexp.MustCompile(`(?m)^bash +heldout +t1 +\d\.\d{3} \[\d\.\d{3},\d\.\d{3}\] \d\.\d{3} \[\d\.\d{3},\d\.\d{3}\] [+-]\d\.\d{3} \[[+-]\d\.\d{3},[+-]\d\.\d{3}\] +1 +\S+$`)
+	if !strings.Contains(stdout, "pass@1 on held-out tasks, policy v1 (before RL) -> v3") || !table.MatchString(stdout) ||
+		!regexp.MustCompile(`(?m)^bash +heldout +greedy `).MatchString(stdout) {
+		t.Errorf("no before/after table (t1 and greedy):\n%s", stdout)
+	}
+	if !regexp.MustCompile(`pass rate on the training tasks, by iteration: \d\.\d{3}, \d\.\d{3}\n`).MatchString(stdout) ||
+		!regexp.MustCompile(`groups without reward variance, by iteration: \d\.\d\d, \d\.\d\d\n`).MatchString(stdout) {
 		t.Errorf("no training pass rates:\n%s", stdout)
+	}
+	// The SFT probe ran on RL-pool tasks, and the summary holds it.
+	var sum struct {
+		SFT struct {
+			Probes []struct {
+				Tasks int `json:"tasks"`
+			} `json:"probes"`
+			Kept *int `json:"kept_probe"`
+		} `json:"sft"`
+		Comparisons []struct {
+			Mode  string `json:"mode"`
+			Tasks int    `json:"tasks"`
+		} `json:"comparisons"`
+	}
+	if b, err := os.ReadFile(filepath.Join(work, "summary.json")); err != nil || json.Unmarshal(b, &sum) != nil {
+		t.Fatalf("summary.json: %v", err)
+	}
+	if len(sum.SFT.Probes) == 0 || sum.SFT.Probes[0].Tasks != 2 || sum.SFT.Kept == nil || len(sum.Comparisons) < 2 {
+		t.Errorf("summary: %+v", sum)
 	}
 	if !strings.Contains(stderr, "iteration 1: policy v2:") || !strings.Contains(stderr, "gate Pearson") {
 		t.Errorf("no iteration summary:\n%s", stderr)

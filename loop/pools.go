@@ -1,0 +1,153 @@
+package loop
+
+import (
+	"bytes"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/legorl/legorl/tasks"
+)
+
+// The suite's pools (DESIGN.md §6): SFT's demonstrations come from the
+// sft split, RL's tasks from the train split, evaluations from heldout and
+// heldout_family; no task is in two. Each pipeline reads a task file the
+// loop writes once under WorkDir/pools (the suite's instances, snapshots
+// made absolute), so a resumed run reads the same tasks.
+
+// load reads the suite once.
+func (l *looper) load() ([]tasks.Instance, error) {
+	if l.instances == nil {
+		s, err := tasks.Load(l.suite)
+		if err != nil {
+			return nil, err
+		}
+		for i := range s.Instances {
+			in := &s.Instances[i]
+			if in.Snapshot != "" && !filepath.IsAbs(in.Snapshot) {
+				in.Snapshot = filepath.Join(s.Dir, in.Snapshot)
+			}
+		}
+		l.instances = s.Instances
+	}
+	return l.instances, nil
+}
+
+// split returns the valid instances of a split, in the suite's order.
+func (l *looper) split(name string) ([]tasks.Instance, error) {
+	all, err := l.load()
+	if err != nil {
+		return nil, err
+	}
+	var out []tasks.Instance
+	for _, in := range all {
+		if in.Split == name && in.Check() == nil {
+			out = append(out, in)
+		}
+	}
+	return out, nil
+}
+
+// rlPool is the train split in a seeded order: iterations walk it from
+// the start, SFT's probe takes its end.
+func (l *looper) rlPool() ([]tasks.Instance, error) {
+	ins, err := l.split(tasks.SplitTrain)
+	if err != nil {
+		return nil, err
+	}
+	h := fnv.New64a()
+	h.Write([]byte(l.cfg.Run))
+	r := rand.New(rand.NewPCG(l.cfg.Builtin.Seed, h.Sum64()))
+	r.Shuffle(len(ins), func(i, j int) { ins[i], ins[j] = ins[j], ins[i] })
+	return ins, nil
+}
+
+// iterationTasks is the task file of iteration i: K fresh tasks of the RL
+// pool, or "" for the whole suite (K = 0).
+func (l *looper) iterationTasks(i int) (string, error) {
+	k := l.cfg.RL.TasksPerIteration
+	if k == 0 {
+		return "", nil
+	}
+	pool, err := l.rlPool()
+	if err != nil {
+		return "", err
+	}
+	if len(pool) == 0 {
+		return "", fmt.Errorf("%w: rl.tasks_per_iteration %d: the suite has no train task", ErrConfig, k)
+	}
+	if (i+1)*k > len(pool) {
+		l.logf("iteration %d: the RL pool's %d tasks are used up (K = %d): tasks repeat from here", i, len(pool), k)
+	}
+	var ins []tasks.Instance
+	for j := range k {
+		ins = append(ins, pool[(i*k+j)%len(pool)])
+	}
+	return l.taskFile(fmt.Sprintf("rl-iter-%06d", i), ins)
+}
+
+// probeTasks is the task file of SFT's probe: the last tasks of the RL
+// pool (the iterations reach them last, if at all).
+func (l *looper) probeTasks(n int) (string, error) {
+	pool, err := l.rlPool()
+	if err != nil {
+		return "", err
+	}
+	if len(pool) == 0 {
+		return "", fmt.Errorf("%w: sft.probe: the suite has no train task to probe", ErrConfig)
+	}
+	n = min(n, len(pool))
+	return l.taskFile("sft-probe", pool[len(pool)-n:])
+}
+
+// evalTasks is the task file of a held-out split's evals: its first
+// eval.max_tasks tasks, or every one.
+func (l *looper) evalTasks(split string) (string, int, error) {
+	ins, err := l.split(split)
+	if err != nil {
+		return "", 0, err
+	}
+	if m := l.cfg.Eval.MaxTasks; m > 0 && len(ins) > m {
+		ins = ins[:m]
+	}
+	if len(ins) == 0 {
+		return "", 0, nil
+	}
+	p, err := l.taskFile("eval-"+split, ins)
+	return p, len(ins), err
+}
+
+// taskFile writes ins to WorkDir/pools/NAME.jsonl once; a file already
+// there must hold the same instances (a resumed run with another suite or
+// config is refused).
+func (l *looper) taskFile(name string, ins []tasks.Instance) (string, error) {
+	var buf bytes.Buffer
+	if err := tasks.WriteJSONL(&buf, ins); err != nil {
+		return "", err
+	}
+	dir := filepath.Join(l.cfg.WorkDir, "pools")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, name+".jsonl")
+	if old, err := os.ReadFile(path); err == nil {
+		if !bytes.Equal(old, buf.Bytes()) {
+			return "", fmt.Errorf("%w: %s holds other tasks than this config chooses (another suite or config in the same work dir?)", ErrConfig, path)
+		}
+		return path, nil
+	}
+	return path, atomicFile(path, buf.Bytes())
+}
+
+// demoSplit is the split SFT's demonstrations come from: sft when the
+// suite has one, else train (a suite without an SFT pool).
+func (l *looper) demoSplit() string {
+	all, _ := l.load()
+	if slices.ContainsFunc(all, func(in tasks.Instance) bool { return in.Split == tasks.SplitSFT }) {
+		return tasks.SplitSFT
+	}
+	return tasks.SplitTrain
+}

@@ -1,0 +1,105 @@
+package loop
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/legorl/legorl/loop/stats"
+)
+
+// Comparison is the before/after change of pass@1 on one harness, split
+// and mode, paired by task: the first eval (the starting policy) against
+// the last.
+type Comparison struct {
+	Harness  string     `json:"harness"`
+	Split    string     `json:"split"`
+	Mode     string     `json:"mode"` // ModeT1 or ModeGreedy
+	Before   float64    `json:"before"`
+	After    float64    `json:"after"`
+	BeforeCI [2]float64 `json:"before_ci95"`
+	AfterCI  [2]float64 `json:"after_ci95"`
+	stats.Paired
+}
+
+// compare pairs the first and last evals' per-task results.
+func compare(first, last EvalResult) []Comparison {
+	var out []Comparison
+	for _, mode := range []string{ModeT1, ModeGreedy} {
+		for h, bySplit := range first.perTask[mode] {
+			for split, before := range bySplit {
+				after, ok := last.perTask[mode][h][split]
+				if !ok {
+					continue
+				}
+				ids := make([]string, 0, len(before))
+				for id := range before {
+					if _, ok := after[id]; ok {
+						ids = append(ids, id)
+					}
+				}
+				sort.Strings(ids)
+				b, a := make([]float64, len(ids)), make([]float64, len(ids))
+				for i, id := range ids {
+					b[i], a[i] = before[id], after[id]
+				}
+				c := Comparison{Harness: h, Split: split, Mode: mode, Paired: stats.ComparePaired(b, a)}
+				if mode == ModeGreedy {
+					c.Before, c.After, c.BeforeCI, c.AfterCI = first.Greedy[h][split], last.Greedy[h][split], first.GreedyCI95[h][split], last.GreedyCI95[h][split]
+				} else {
+					c.Before, c.After, c.BeforeCI, c.AfterCI = first.Pass1[h][split], last.Pass1[h][split], first.CI95[h][split], last.CI95[h][split]
+				}
+				out = append(out, c)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		x, y := out[i], out[j]
+		if x.Harness != y.Harness {
+			return x.Harness < y.Harness
+		}
+		if x.Split != y.Split {
+			return x.Split < y.Split
+		}
+		return x.Mode > y.Mode // t1 before greedy
+	})
+	return out
+}
+
+// Table renders the before/after table with 95% intervals and the paired
+// test, and the training split's pass rate per iteration.
+func (r *Result) Table() string {
+	if len(r.Evals) == 0 {
+		return ""
+	}
+	first, last := r.Evals[0], r.Evals[len(r.Evals)-1]
+	var b strings.Builder
+	fmt.Fprintf(&b, "\npass@1 on held-out tasks, policy v%d (before RL) -> v%d (after %d iterations); 95%% intervals; paired by task\n", first.PolicyVersion, last.PolicyVersion, len(r.Iterations))
+	fmt.Fprintf(&b, "%-8s %-15s %-6s %-21s %-21s %-24s %5s %9s\n", "harness", "split", "mode", "before", "after", "delta", "tasks", "McNemar p")
+	for _, c := range r.Comparisons {
+		fmt.Fprintf(&b, "%-8s %-15s %-6s %.3f [%.3f,%.3f] %.3f [%.3f,%.3f] %+.3f [%+.3f,%+.3f] %5d %9.2g\n", c.Harness, c.Split, c.Mode,
+			c.Before, c.BeforeCI[0], c.BeforeCI[1], c.After, c.AfterCI[0], c.AfterCI[1], c.Diff, c.Lo, c.Hi, c.Tasks, c.McNemarP)
+	}
+	if len(r.Iterations) > 0 {
+		var rates, zv []string
+		for _, it := range r.Iterations {
+			rates = append(rates, fmt.Sprintf("%.3f", it.PassRate))
+			zv = append(zv, fmt.Sprintf("%.2f", it.ZeroVarianceFrac))
+		}
+		fmt.Fprintf(&b, "pass rate on the training tasks, by iteration: %s\n", strings.Join(rates, ", "))
+		fmt.Fprintf(&b, "groups without reward variance, by iteration: %s\n", strings.Join(zv, ", "))
+	}
+	return b.String()
+}
+
+// writeSummary writes the run's figures to WorkDir/summary.json (the file
+// docs/results commits next to a config).
+func (l *looper) writeSummary(res *Result) error {
+	body, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicFile(filepath.Join(l.cfg.WorkDir, "summary.json"), append(body, '\n'))
+}
