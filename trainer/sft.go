@@ -274,10 +274,10 @@ type SFTLineage struct {
 	// Probes are the pass rates measured during SFT (SFTOptions.Probe),
 	// and Kept the index of the probe whose weights this checkpoint holds
 	// (nil without probes: the last step's weights).
-	Probes []SFTProbeResult `json:"probes,omitempty"`
-	Kept   *int             `json:"kept_probe,omitempty"`
-	Steps     []SFTStep         `json:"steps"`
-	Files     map[string]string `json:"files"`
+	Probes []SFTProbeResult  `json:"probes,omitempty"`
+	Kept   *int              `json:"kept_probe,omitempty"`
+	Steps  []SFTStep         `json:"steps"`
+	Files  map[string]string `json:"files"`
 }
 
 // DemosUse says which demonstrations SFT read.
