@@ -262,6 +262,10 @@ func TestRunConfigErrors(t *testing.T) {
 		{"sft codex", `{"run": "x", "harness": "codex", "builtin": {"n": 4}, "init": {"model": {}}, "sft": {}}`, `sft.harness "codex": demonstrations exist for bash, tools, pi`},
 		{"bad duration", `{"run": "x", "harness": "bash", "rollout": {"agent_timeout": "soon"}}`, "duration"},
 		{"negative eval", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "eval": {"every": -1}}`, "eval.every"},
+		{"negative K", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "rl": {"tasks_per_iteration": -2}}`, "rl.tasks_per_iteration -2"},
+		{"negative eval cap", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "eval": {"max_tasks": -1}}`, "eval.max_tasks -1"},
+		{"probe band upside down", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "sft": {"probe": {"band": [0.6, 0.2]}}}`, "sft.probe"},
+		{"probe band past 1", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "sft": {"probe": {"band": [0.2, 1.5]}}}`, "sft.probe"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".json")
