@@ -42,19 +42,30 @@ func (CPUOps[T]) Gemm(transA, transB bool, m, n, k int, alpha T, a []T, lda int,
 	}
 }
 
-// RowLinear implements Ops with one dot product per element (kernels.Dot
-// for float32). Work is split into blocks of weight rows by blocks of input
-// rows, so a block of weights is reused across the batch while in cache.
+// RowLinear implements Ops with one dot product per element (kernels.Dot's
+// rounding for float32, through kernels.RowDots). Work is split into blocks
+// of weight rows by blocks of input rows, so a block of weights is reused
+// across the batch while in cache.
 func (CPUOps[T]) RowLinear(y, x []T, rows, in int, w []T, out int) {
-	dot := dotFunc[T]() // chosen once, not per element
-	const colBlock, rowBlock = 64, 32
+	const colBlock, rowBlock = 66, 32 // 66: whole 2x3 tiles
 	cb, rb := (out+colBlock-1)/colBlock, (rows+rowBlock-1)/rowBlock
-	body := func(t int) {
-		j0, i0 := t/rb*colBlock, t%rb*rowBlock
-		for j := j0; j < min(j0+colBlock, out); j++ {
-			wr := w[j*in : (j+1)*in]
-			for i := i0; i < min(i0+rowBlock, rows); i++ {
-				y[i*out+j] = dot(x[i*in:(i+1)*in], wr)
+	var body func(t int)
+	if y32, ok := any(y).([]float32); ok {
+		x32, w32 := any(x).([]float32), any(w).([]float32)
+		body = func(t int) {
+			j0, i0 := t/rb*colBlock, t%rb*rowBlock
+			j1, i1 := min(j0+colBlock, out), min(i0+rowBlock, rows)
+			kernels.RowDots(y32[i0*out+j0:], out, x32[i0*in:i1*in], i1-i0, w32[j0*in:j1*in], j1-j0, in)
+		}
+	} else {
+		dot := dotFunc[T]()
+		body = func(t int) {
+			j0, i0 := t/rb*colBlock, t%rb*rowBlock
+			for j := j0; j < min(j0+colBlock, out); j++ {
+				wr := w[j*in : (j+1)*in]
+				for i := i0; i < min(i0+rowBlock, rows); i++ {
+					y[i*out+j] = dot(x[i*in:(i+1)*in], wr)
+				}
 			}
 		}
 	}

@@ -135,4 +135,8 @@ type vecKernels struct {
 	max        func(n int, x *float32) float32
 	scale      func(n int, x *float32, a float32)
 	axpy       func(n int, a float32, x, y *float32)
+	// dot2x3 sets out[a*3+j] to the dot product of row a < 2 of x (rows
+	// ldx apart) and row j < 3 of w (ldw apart), each rounded as Dot
+	// rounds it; n is a multiple of 16.
+	dot2x3 func(n int, x *float32, ldx int, w *float32, ldw int, out *float32)
 }

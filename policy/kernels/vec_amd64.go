@@ -22,9 +22,12 @@ func scaleAVX512(n int, x *float32, a float32)
 //go:noescape
 func axpyAVX512(n int, a float32, x, y *float32)
 
+//go:noescape
+func dot2x3AVX512(n int, x *float32, ldx int, w *float32, ldw int, out *float32)
+
 var avx512Vec = vecKernels{
 	exp: expShiftAVX512, swiglu: swigluAVX512, swigluBack: swigluBackAVX512,
-	max: maxAVX512, scale: scaleAVX512, axpy: axpyAVX512,
+	max: maxAVX512, scale: scaleAVX512, axpy: axpyAVX512, dot2x3: dot2x3AVX512,
 }
 
 func availableVec() vecKernels {

@@ -197,3 +197,58 @@ func BenchmarkExp(b *testing.B) {
 	}
 	b.SetBytes(4 * int64(len(x)))
 }
+
+// TestRowDots checks that every element of RowDots has the bits of Dot on
+// its own row and weight row, for shapes around the 2x3 tiles and lengths
+// with and without the tiled path.
+func TestRowDots(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	for _, n := range []int{0, 1, 16, 48, 64, 80, 256, 100} {
+		for _, rows := range []int{1, 2, 3, 5} {
+			for _, cols := range []int{1, 3, 4, 7} {
+				x := make([]float32, rows*n)
+				w := make([]float32, cols*n)
+				for i := range x {
+					x[i] = float32(r.NormFloat64())
+				}
+				for i := range w {
+					w[i] = float32(r.NormFloat64())
+				}
+				const ldy = 9
+				y := make([]float32, (rows-1)*ldy+cols)
+				RowDots(y, ldy, x, rows, w, cols, n)
+				for i := range rows {
+					for j := range cols {
+						want := Dot(x[i*n:(i+1)*n], w[j*n:(j+1)*n])
+						if math.Float32bits(y[i*ldy+j]) != math.Float32bits(want) {
+							t.Fatalf("n=%d rows=%d cols=%d: y[%d,%d] = %g, Dot %g", n, rows, cols, i, j, y[i*ldy+j], want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func BenchmarkRowDots(b *testing.B) {
+	const rows, cols, n = 64, 256, 256
+	r := rand.New(rand.NewPCG(1, 2))
+	x, w := randSlice(r, rows*n), randSlice(r, cols*n)
+	y := make([]float32, rows*cols)
+	b.Run("rowdots", func(b *testing.B) {
+		for b.Loop() {
+			RowDots(y, cols, x, rows, w, cols, n)
+		}
+		b.ReportMetric(2*rows*cols*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	})
+	b.Run("dot", func(b *testing.B) {
+		for b.Loop() {
+			for i := range rows {
+				for j := range cols {
+					y[i*cols+j] = Dot(x[i*n:(i+1)*n], w[j*n:(j+1)*n])
+				}
+			}
+		}
+		b.ReportMetric(2*rows*cols*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	})
+}

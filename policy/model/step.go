@@ -235,24 +235,9 @@ func attendRow(c *Config, q, k, v []float32, last, h int, out []float32) {
 	out = out[:hd]
 	clear(out)
 	for j, pj := range p {
-		axpy(pj*inv, v[j*KV*hd+kh*hd:j*KV*hd+kh*hd+hd], out)
-	}
-}
-
-// axpy adds a*x to y elementwise, len(y) == len(x), four at a time (one
-// rounding per element either way: the order within y does not matter).
-func axpy(a float32, x, y []float32) {
-	y = y[:len(x)]
-	i := 0
-	for ; i+4 <= len(x); i += 4 {
-		xs, ys := x[i:i+4:i+4], y[i:i+4:i+4]
-		ys[0] += a * xs[0]
-		ys[1] += a * xs[1]
-		ys[2] += a * xs[2]
-		ys[3] += a * xs[3]
-	}
-	for ; i < len(x); i++ {
-		y[i] += a * x[i]
+		// One fused multiply-add per element, the same whatever the row's
+		// batch: keys in position order.
+		kernels.Axpy(pj*inv, v[j*KV*hd+kh*hd:j*KV*hd+kh*hd+hd], out)
 	}
 }
 
