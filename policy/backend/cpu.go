@@ -47,7 +47,7 @@ func (CPUOps[T]) Gemm(transA, transB bool, m, n, k int, alpha T, a []T, lda int,
 // of weight rows by blocks of input rows, so a block of weights is reused
 // across the batch while in cache.
 func (CPUOps[T]) RowLinear(y, x []T, rows, in int, w []T, out int) {
-	const colBlock, rowBlock = 66, 32 // 66: whole 2x3 tiles
+	const colBlock, rowBlock = 64, 32
 	cb, rb := (out+colBlock-1)/colBlock, (rows+rowBlock-1)/rowBlock
 	var body func(t int)
 	if y32, ok := any(y).([]float32); ok {
@@ -55,7 +55,7 @@ func (CPUOps[T]) RowLinear(y, x []T, rows, in int, w []T, out int) {
 		body = func(t int) {
 			j0, i0 := t/rb*colBlock, t%rb*rowBlock
 			j1, i1 := min(j0+colBlock, out), min(i0+rowBlock, rows)
-			kernels.RowDots(y32[i0*out+j0:], out, x32[i0*in:i1*in], i1-i0, w32[j0*in:j1*in], j1-j0, in)
+			kernels.RowDots(y32[i0*out+j0:], out, x32[i0*in:i1*in], in, i1-i0, w32[j0*in:j1*in], in, j1-j0, in)
 		}
 	} else {
 		dot := dotFunc[T]()

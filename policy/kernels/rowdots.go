@@ -1,14 +1,14 @@
 package kernels
 
-// RowDots sets y[i*ldy+j] = Dot(x[i*n:(i+1)*n], w[j*n:(j+1)*n]) for i < rows
-// and j < cols, with the same bits as those Dot calls: a product of a few
-// rows by a weight matrix whose every element rounds as it would alone,
-// so a row's result never depends on the other rows (the engine's batch
-// invariance). Where the AVX-512 Dot runs and n is a multiple of 16, tiles
-// of 2 rows by 3 weight rows share their loads (one read of each weight row
-// per two input rows, instead of one per element); elsewhere it is Dot per
-// element.
-func RowDots(y []float32, ldy int, x []float32, rows int, w []float32, cols, n int) {
+// RowDots sets y[i*ldy+j] = Dot(x[i*ldx:i*ldx+n], w[j*ldw:j*ldw+n]) for
+// i < rows and j < cols, with the same bits as those Dot calls: a product
+// of a few rows by a weight matrix (or of queries by keys) whose every
+// element rounds as it would alone, so a row's result never depends on the
+// other rows (the engine's batch invariance). Where the vector Dot runs,
+// tiles of 4 rows by 4 weight rows share their loads and their reductions
+// (an edge tile repeats its last weight row and keeps only the valid
+// part), and the rows left over take eight weight rows at a time.
+func RowDots(y []float32, ldy int, x []float32, ldx, rows int, w []float32, ldw, cols, n int) {
 	if rows == 0 || cols == 0 {
 		return
 	}
@@ -19,29 +19,70 @@ func RowDots(y []float32, ldy int, x []float32, rows int, w []float32, cols, n i
 		}
 		return
 	}
-	_ = x[rows*n-1]
-	_ = w[cols*n-1]
-	i, j0 := 0, 0
-	if tile := vec.dot2x3; tile != nil && n%16 == 0 {
-		var out [6]float32
-		for j0 = 0; j0+3 <= cols; j0 += 3 {
-			for i = 0; i+2 <= rows; i += 2 {
-				tile(n, &x[i*n], n, &w[j0*n], n, &out[0])
-				y0, y1 := y[i*ldy+j0:i*ldy+j0+3], y[(i+1)*ldy+j0:(i+1)*ldy+j0+3]
-				y0[0], y0[1], y0[2] = out[0], out[1], out[2]
-				y1[0], y1[1], y1[2] = out[3], out[4], out[5]
+	_ = x[(rows-1)*ldx+n-1] // bounds, before any raw-pointer read
+	_ = w[(cols-1)*ldw+n-1]
+	tile := vec.dotTile
+	if tile == nil {
+		for i := range rows {
+			for j := range cols {
+				y[i*ldy+j] = Dot(x[i*ldx:i*ldx+n], w[j*ldw:j*ldw+n])
 			}
-			for ; i < rows; i++ { // an odd last row
-				for j := j0; j < j0+3; j++ {
-					y[i*ldy+j] = Dot(x[i*n:(i+1)*n], w[j*n:(j+1)*n])
+		}
+		return
+	}
+	var out [16]float32
+	var scratch []float32 // edge tiles' gathered rows
+	full := rows &^ 3
+	for j0 := 0; j0 < cols; j0 += 4 {
+		nc := min(4, cols-j0)
+		for i0 := 0; i0 < full; i0 += 4 {
+			wp, ws := w[j0*ldw:], ldw
+			if nc < 4 {
+				if scratch == nil {
+					scratch = make([]float32, 4*n)
+				}
+				wp, ws = fourRows(scratch, wp, ldw, nc, n)
+			}
+			tile(n, &x[i0*ldx], ldx, &wp[0], ws, &out[0])
+			for r := range 4 {
+				copy(y[(i0+r)*ldy+j0:(i0+r)*ldy+j0+nc], out[r*4:r*4+nc])
+			}
+		}
+	}
+	// The rows left over (all of them for one decoding token): eight
+	// weight rows at a time, then single products.
+	for i := full; i < rows; i++ {
+		xr := x[i*ldx : i*ldx+n]
+		j := 0
+		if row := vec.dotRow; row != nil {
+			for ; j+8 <= cols; j += 8 {
+				row(n, &xr[0], &w[j*ldw], ldw, &out[0])
+				yr := y[i*ldy+j : i*ldy+j+8]
+				for c := range 4 {
+					yr[c], yr[4+c] = out[4*c], out[4*c+1]
 				}
 			}
 		}
-	}
-	for j := j0; j < cols; j++ { // the columns left over
-		wr := w[j*n : (j+1)*n]
-		for i := range rows {
-			y[i*ldy+j] = Dot(x[i*n:(i+1)*n], wr)
+		for ; j < cols; j++ {
+			y[i*ldy+j] = Dot(xr, w[j*ldw:j*ldw+n])
 		}
 	}
+}
+
+// fourRows returns four rows of n floats, stride apart, for a tile: the
+// count rows of src (ld apart) followed by repeats of the last. Four rows
+// are src itself; one row is src with stride 0; two or three are copied
+// into buf.
+func fourRows(buf, src []float32, ld, count, n int) ([]float32, int) {
+	switch count {
+	case 4:
+		return src, ld
+	case 1:
+		return src, 0
+	}
+	for r := range 4 {
+		k := min(r, count-1)
+		copy(buf[r*n:(r+1)*n], src[k*ld:k*ld+n])
+	}
+	return buf, n
 }

@@ -2,59 +2,118 @@
 
 #include "textflag.h"
 
-// dot2x3AVX512 computes the six dot products of two rows of x with three
-// rows of w, each rounded exactly as dotAVX512 rounds it: four 16-lane
-// accumulators over blocks of 64, the remaining blocks of 16 into the
-// first, then the same reduction tree. Accumulator (a, j, q) of row a,
-// weight row j, quarter q is Z((a*3+j)*4+q).
+// Dot products with one fixed rounding, shared by the single product and
+// the 4x4 tile, so that a product's bits never depend on what is computed
+// beside it (the engine's batch invariance):
+//
+//	acc = 0 (16 lanes); for each block of 16 elements (the last one
+//	zero-padded): acc = fma(x block, y block, acc)
+//	d[i] = acc[i] + acc[i+8]; e[i] = d[i] + d[i+4]; f[i] = e[i] + e[i+2];
+//	result = f[0] + f[1]
 
-// QUARTER multiplies one 16-float quarter (at byte offset off) of both x
-// rows by the three w rows into the accumulators of that quarter.
-#define QUARTER(off, a00, a01, a02, a10, a11, a12) \
-	VMOVUPS     off(SI), Z24 \
-	VMOVUPS     off(DX), Z25 \
-	VMOVUPS     off(DI), Z26 \
-	VFMADD231PS Z26, Z24, a00 \
-	VFMADD231PS Z26, Z25, a10 \
-	VMOVUPS     off(R8), Z27 \
-	VFMADD231PS Z27, Z24, a01 \
-	VFMADD231PS Z27, Z25, a11 \
-	VMOVUPS     off(R9), Z28 \
-	VFMADD231PS Z28, Z24, a02 \
-	VFMADD231PS Z28, Z25, a12
+// TAILK1 sets K1 to the low CX bits (1 <= CX <= 15), using AX.
+#define TAILK1 \
+	MOVL  $1, AX \
+	SHLL  CX, AX \
+	DECL  AX \
+	KMOVW AX, K1
 
-// HRED finishes dotAVX512's reduction of Z, whose four accumulators are
-// already summed into it, and stores the float at off(BX); Z's Y and X
-// views are y0, x0, and y1, x1 are scratch.
-#define HRED(z, y0, x0, y1, x1, off) \
-	VEXTRACTF64X4 $1, z, y1 \
-	VADDPS        y1, y0, y0 \
-	VEXTRACTF128  $1, y0, x1 \
-	VADDPS        x1, x0, x0 \
-	VHADDPS       x0, x0, x0 \
-	VHADDPS       x0, x0, x0 \
-	VMOVSS        x0, off(BX)
-
-// VRED sums four accumulators as dotAVX512 does: (a0+a1) + (a2+a3) into a0.
-#define VRED(a0, a1, a2, a3) \
-	VADDPS a1, a0, a0 \
-	VADDPS a3, a2, a2 \
-	VADDPS a2, a0, a0
-
-// func dot2x3AVX512(n int, x *float32, ldx int, w *float32, ldw int, out *float32)
-// out[a*3+j] = sum over i < n of x[a*ldx+i]*w[j*ldw+i], a < 2, j < 3; n is a
-// positive multiple of 16.
-TEXT ·dot2x3AVX512(SB), NOSPLIT, $0-48
+// func dotChainAVX512(n int, x, y *float32) float32
+TEXT ·dotChainAVX512(SB), NOSPLIT, $0-28
 	MOVQ   n+0(FP), CX
 	MOVQ   x+8(FP), SI
-	MOVQ   ldx+16(FP), DX
-	LEAQ   (SI)(DX*4), DX
+	MOVQ   y+16(FP), DI
+	VPXORD Z0, Z0, Z0
+
+dcLoop:
+	CMPQ        CX, $16
+	JLT         dcTail
+	VMOVUPS     (SI), Z1
+	VFMADD231PS (DI), Z1, Z0
+	ADDQ        $64, SI
+	ADDQ        $64, DI
+	SUBQ        $16, CX
+	JMP         dcLoop
+
+dcTail:
+	TESTQ       CX, CX
+	JZ          dcReduce
+	TAILK1
+	VMOVUPS.Z   (SI), K1, Z1
+	VMOVUPS.Z   (DI), K1, Z2
+	VFMADD231PS Z2, Z1, Z0
+
+dcReduce:
+	VEXTRACTF64X4 $1, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF128  $1, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// Tile registers: accumulator of x row r and w row c is Z(c*4+r); x rows
+// load into Z16..Z19, w rows into Z20.
+
+// WCOL multiplies the current block of w row c (at wp) by the four x rows.
+#define WCOL(wp, a0, a1, a2, a3) \
+	VMOVUPS     (wp), Z20 \
+	VFMADD231PS Z20, Z16, a0 \
+	VFMADD231PS Z20, Z17, a1 \
+	VFMADD231PS Z20, Z18, a2 \
+	VFMADD231PS Z20, Z19, a3
+
+#define WCOLZ(wp, a0, a1, a2, a3) \
+	VMOVUPS.Z   (wp), K1, Z20 \
+	VFMADD231PS Z20, Z16, a0 \
+	VFMADD231PS Z20, Z17, a1 \
+	VFMADD231PS Z20, Z18, a2 \
+	VFMADD231PS Z20, Z19, a3
+
+// HALF256 is the first reduction step for the pair of accumulators (p, q)
+// into p: lanes 0..7 d of p, lanes 8..15 d of q. Uses Z21.
+#define HALF256(p, q) \
+	VSHUFF32X4 $0x44, q, p, Z21 \
+	VSHUFF32X4 $0xee, q, p, p \
+	VADDPS     Z21, p, p
+
+// HALF128 is the second step for (p, q) into p: 128-bit block b of p holds
+// e of accumulator 2b', see the comment of dotTile4x4AVX512. Uses Z21.
+#define HALF128(p, q) \
+	VSHUFF32X4 $0x88, q, p, Z21 \
+	VSHUFF32X4 $0xdd, q, p, p \
+	VADDPS     Z21, p, p
+
+// HALF64 and HALF32 are the third and fourth steps, within 128-bit blocks.
+#define HALF64(p, q) \
+	VSHUFPS $0x44, q, p, Z21 \
+	VSHUFPS $0xee, q, p, p \
+	VADDPS  Z21, p, p
+
+#define HALF32(p, q) \
+	VSHUFPS $0x88, q, p, Z21 \
+	VSHUFPS $0xdd, q, p, p \
+	VADDPS  Z21, p, p
+
+// func dotTile4x4AVX512(n int, x *float32, ldx int, w *float32, ldw int, out *float32)
+// out[r*4+c] = the dot product of x row r and w row c (rows ldx and ldw
+// floats apart), r, c < 4, n >= 1, rounded as dotChainAVX512 rounds it.
+// The sixteen reductions run together: each step halves the registers,
+// pairing them by shuffles, so that lane r*4+c of the last one is (r, c).
+TEXT ·dotTile4x4AVX512(SB), NOSPLIT, $0-48
+	MOVQ   n+0(FP), CX
+	MOVQ   x+8(FP), SI
+	MOVQ   ldx+16(FP), R8
+	SHLQ   $2, R8
+	LEAQ   (SI)(R8*2), R9         // x row 2
 	MOVQ   w+24(FP), DI
-	MOVQ   ldw+32(FP), R8
-	LEAQ   (DI)(R8*4), R9
-	LEAQ   (R9)(R8*4), R10
-	MOVQ   R9, R8
-	MOVQ   R10, R9
+	MOVQ   ldw+32(FP), R10
+	SHLQ   $2, R10
+	LEAQ   (DI)(R10*2), R11       // w row 2
 	MOVQ   out+40(FP), BX
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -72,56 +131,155 @@ TEXT ·dot2x3AVX512(SB), NOSPLIT, $0-48
 	VPXORD Z13, Z13, Z13
 	VPXORD Z14, Z14, Z14
 	VPXORD Z15, Z15, Z15
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
-	VPXORD Z20, Z20, Z20
-	VPXORD Z21, Z21, Z21
-	VPXORD Z22, Z22, Z22
-	VPXORD Z23, Z23, Z23
 
-t64:
-	CMPQ CX, $64
-	JLT  t16
-	QUARTER(0, Z0, Z4, Z8, Z12, Z16, Z20)
-	QUARTER(64, Z1, Z5, Z9, Z13, Z17, Z21)
-	QUARTER(128, Z2, Z6, Z10, Z14, Z18, Z22)
-	QUARTER(192, Z3, Z7, Z11, Z15, Z19, Z23)
-	ADDQ $256, SI
-	ADDQ $256, DX
-	ADDQ $256, DI
-	ADDQ $256, R8
-	ADDQ $256, R9
-	SUBQ $64, CX
-	JMP  t64
+tLoop:
+	CMPQ    CX, $16
+	JLT     tTail
+	VMOVUPS (SI), Z16
+	VMOVUPS (SI)(R8*1), Z17
+	VMOVUPS (R9), Z18
+	VMOVUPS (R9)(R8*1), Z19
+	WCOL(DI, Z0, Z1, Z2, Z3)
+	LEAQ    (DI)(R10*1), AX
+	WCOL(AX, Z4, Z5, Z6, Z7)
+	WCOL(R11, Z8, Z9, Z10, Z11)
+	LEAQ    (R11)(R10*1), AX
+	WCOL(AX, Z12, Z13, Z14, Z15)
+	ADDQ    $64, SI
+	ADDQ    $64, R9
+	ADDQ    $64, DI
+	ADDQ    $64, R11
+	SUBQ    $16, CX
+	JMP     tLoop
 
-t16:
-	CMPQ CX, $16
-	JLT  tred
-	QUARTER(0, Z0, Z4, Z8, Z12, Z16, Z20)
-	ADDQ $64, SI
-	ADDQ $64, DX
-	ADDQ $64, DI
-	ADDQ $64, R8
-	ADDQ $64, R9
-	SUBQ $16, CX
-	JMP  t16
+tTail:
+	TESTQ     CX, CX
+	JZ        tReduce
+	TAILK1
+	VMOVUPS.Z (SI), K1, Z16
+	LEAQ      (SI)(R8*1), AX
+	VMOVUPS.Z (AX), K1, Z17
+	VMOVUPS.Z (R9), K1, Z18
+	LEAQ      (R9)(R8*1), AX
+	VMOVUPS.Z (AX), K1, Z19
+	WCOLZ(DI, Z0, Z1, Z2, Z3)
+	LEAQ      (DI)(R10*1), AX
+	WCOLZ(AX, Z4, Z5, Z6, Z7)
+	WCOLZ(R11, Z8, Z9, Z10, Z11)
+	LEAQ      (R11)(R10*1), AX
+	WCOLZ(AX, Z12, Z13, Z14, Z15)
 
-tred:
-	VRED(Z0, Z1, Z2, Z3)
-	HRED(Z0, Y0, X0, Y1, X1, 0)
-	VRED(Z4, Z5, Z6, Z7)
-	HRED(Z4, Y4, X4, Y5, X5, 4)
-	VRED(Z8, Z9, Z10, Z11)
-	HRED(Z8, Y8, X8, Y9, X9, 8)
-	VRED(Z12, Z13, Z14, Z15)
-	HRED(Z12, Y12, X12, Y13, X13, 12)
-	VRED(Z16, Z17, Z18, Z19)
-	VMOVAPS Z16, Z0
-	HRED(Z0, Y0, X0, Y1, X1, 16)
-	VRED(Z20, Z21, Z22, Z23)
-	VMOVAPS Z20, Z4
-	HRED(Z4, Y4, X4, Y5, X5, 20)
+tReduce:
+	// Accumulator k = c*4+r is Zk. Step 1 pairs (2m, 2m+1) into Z(2m).
+	HALF256(Z0, Z1)
+	HALF256(Z2, Z3)
+	HALF256(Z4, Z5)
+	HALF256(Z6, Z7)
+	HALF256(Z8, Z9)
+	HALF256(Z10, Z11)
+	HALF256(Z12, Z13)
+	HALF256(Z14, Z15)
+	// Step 2: (Z0, Z2) holds accumulators 0..3 by blocks, (Z4, Z6) 4..7,
+	// (Z8, Z10) 8..11, (Z12, Z14) 12..15.
+	HALF128(Z0, Z2)
+	HALF128(Z4, Z6)
+	HALF128(Z8, Z10)
+	HALF128(Z12, Z14)
+	// Step 3: block j of Z0 is [f0 f1 of acc j, f0 f1 of acc 4+j]; of Z8,
+	// the same for accs 8+j and 12+j.
+	HALF64(Z0, Z4)
+	HALF64(Z8, Z12)
+	// Step 4: lane 4j+t of Z0 is accumulator 4t+j = (x row j, w row t).
+	HALF32(Z0, Z8)
+	VMOVUPS Z0, (BX)
+	VZEROUPPER
+	RET
+
+// W1 multiplies the current block of w row c (at wp) by the x row.
+#define W1(wp, acc) \
+	VMOVUPS     (wp), Z20 \
+	VFMADD231PS Z20, Z16, acc
+
+#define W1Z(wp, acc) \
+	VMOVUPS.Z   (wp), K1, Z20 \
+	VFMADD231PS Z20, Z16, acc
+
+// func dotTile1x8AVX512(n int, x *float32, w *float32, ldw int, out *float32)
+// The dot products of one x row with eight w rows (ldw floats apart), n >=
+// 1, rounded as dotChainAVX512 rounds them: out[4j] is w row j and
+// out[4j+1] w row 4+j, j < 4 (the other lanes are repeats). Eight
+// independent chains: the decode path of one sequence.
+TEXT ·dotTile1x8AVX512(SB), NOSPLIT, $0-40
+	MOVQ   n+0(FP), CX
+	MOVQ   x+8(FP), SI
+	MOVQ   w+16(FP), DI
+	MOVQ   ldw+24(FP), R10
+	SHLQ   $2, R10
+	LEAQ   (R10)(R10*2), R12      // 3 rows
+	LEAQ   (DI)(R10*4), R11       // w row 4
+	MOVQ   out+32(FP), BX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+oLoop:
+	CMPQ    CX, $16
+	JLT     oTail
+	VMOVUPS (SI), Z16
+	W1(DI, Z0)
+	LEAQ    (DI)(R10*1), AX
+	W1(AX, Z1)
+	LEAQ    (DI)(R10*2), AX
+	W1(AX, Z2)
+	LEAQ    (DI)(R12*1), AX
+	W1(AX, Z3)
+	W1(R11, Z4)
+	LEAQ    (R11)(R10*1), AX
+	W1(AX, Z5)
+	LEAQ    (R11)(R10*2), AX
+	W1(AX, Z6)
+	LEAQ    (R11)(R12*1), AX
+	W1(AX, Z7)
+	ADDQ    $64, SI
+	ADDQ    $64, DI
+	ADDQ    $64, R11
+	SUBQ    $16, CX
+	JMP     oLoop
+
+oTail:
+	TESTQ     CX, CX
+	JZ        oReduce
+	TAILK1
+	VMOVUPS.Z (SI), K1, Z16
+	W1Z(DI, Z0)
+	LEAQ      (DI)(R10*1), AX
+	W1Z(AX, Z1)
+	LEAQ      (DI)(R10*2), AX
+	W1Z(AX, Z2)
+	LEAQ      (DI)(R12*1), AX
+	W1Z(AX, Z3)
+	W1Z(R11, Z4)
+	LEAQ      (R11)(R10*1), AX
+	W1Z(AX, Z5)
+	LEAQ      (R11)(R10*2), AX
+	W1Z(AX, Z6)
+	LEAQ      (R11)(R12*1), AX
+	W1Z(AX, Z7)
+
+oReduce:
+	HALF256(Z0, Z1)
+	HALF256(Z2, Z3)
+	HALF256(Z4, Z5)
+	HALF256(Z6, Z7)
+	HALF128(Z0, Z2)      // blocks: accumulators 0..3
+	HALF128(Z4, Z6)      // blocks: accumulators 4..7
+	HALF64(Z0, Z4)       // block j: f of acc j, f of acc 4+j
+	HALF32(Z0, Z0)       // block j: acc j, acc 4+j, repeated
+	VMOVUPS Z0, (BX)
 	VZEROUPPER
 	RET

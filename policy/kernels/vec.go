@@ -126,6 +126,51 @@ func Axpy(a float32, x, y []float32) {
 	}
 }
 
+// WeightedSum sets, for the rows r < rows, out[r*ldo+d] (d < n) to the sum
+// over j < nk of p[r*ldp+j] * v[j*ldv+d], with the bits of Axpy(p[r*ldp+j],
+// v[j*ldv:j*ldv+n], row) called for j = 0, 1, ... on a zeroed row: the
+// weighted sum of attention, computed for several query rows at once (up
+// to four share each load of v) without changing any row's rounding.
+func WeightedSum(out []float32, ldo int, p []float32, ldp, rows, nk int, v []float32, ldv, n int) {
+	if rows == 0 || n == 0 {
+		return
+	}
+	_ = out[(rows-1)*ldo+n-1]
+	if nk > 0 {
+		_ = p[(rows-1)*ldp+nk-1]
+		_ = v[(nk-1)*ldv+n-1]
+	}
+	r := 0
+	if ws := vec.wsum4x64; ws != nil && nk > 0 {
+		var tmp [4 * 64]float32
+		for ; r+4 <= rows; r += 4 {
+			d := 0
+			for ; d+64 <= n; d += 64 {
+				ws(nk, &p[r*ldp], ldp, &v[d], ldv, &tmp[0], 64)
+				for k := range 4 {
+					copy(out[(r+k)*ldo+d:(r+k)*ldo+d+64], tmp[k*64:k*64+64])
+				}
+			}
+			if d < n {
+				for k := range 4 {
+					o := out[(r+k)*ldo+d : (r+k)*ldo+n]
+					clear(o)
+					for j := range nk {
+						Axpy(p[(r+k)*ldp+j], v[j*ldv+d:j*ldv+n], o)
+					}
+				}
+			}
+		}
+	}
+	for ; r < rows; r++ {
+		o := out[r*ldo : r*ldo+n]
+		clear(o)
+		for j := range nk {
+			Axpy(p[r*ldp+j], v[j*ldv:j*ldv+n], o)
+		}
+	}
+}
+
 // vecKernels are the vector implementations of one instruction set; each
 // takes n >= 1 and pointers to the first elements.
 type vecKernels struct {
@@ -135,8 +180,16 @@ type vecKernels struct {
 	max        func(n int, x *float32) float32
 	scale      func(n int, x *float32, a float32)
 	axpy       func(n int, a float32, x, y *float32)
-	// dot2x3 sets out[a*3+j] to the dot product of row a < 2 of x (rows
-	// ldx apart) and row j < 3 of w (ldw apart), each rounded as Dot
-	// rounds it; n is a multiple of 16.
-	dot2x3 func(n int, x *float32, ldx int, w *float32, ldw int, out *float32)
+	// dotTile sets out[r*4+c] to the dot product of row r < 4 of x (rows
+	// ldx apart) and row c < 4 of w (ldw apart), each rounded as dot
+	// rounds it; n >= 1.
+	dotTile func(n int, x *float32, ldx int, w *float32, ldw int, out *float32)
+	// dotRow sets out[4j] and out[4j+1] (j < 4) to the dot products of
+	// one row x with rows j and 4+j of w (ldw apart), rounded as dot.
+	dotRow func(n int, x *float32, w *float32, ldw int, out *float32)
+	// wsum4x64 sets four rows of 64 outputs to weighted sums of nk >= 1
+	// rows of v, as WeightedSum defines them.
+	wsum4x64 func(nk int, p *float32, ldp int, v *float32, ldv int, out *float32, ldo int)
+	// dot is Dot's vector kernel (n >= 1).
+	dot func(n int, x, y *float32) float32
 }

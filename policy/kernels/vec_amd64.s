@@ -333,3 +333,81 @@ axTail:
 axDone:
 	VZEROUPPER
 	RET
+
+// func wsum4x64AVX512(nk int, p *float32, ldp int, v *float32, ldv int, out *float32, ldo int)
+// For four rows r: out[r*ldo+d] = sum over j < nk of p[r*ldp+j]*v[j*ldv+d],
+// d < 64, as nk fused multiply-adds in j order from 0: the bits of Axpy
+// called for j = 0, 1, ... on a zeroed row. nk >= 1. Row r's accumulators
+// are Z(4r)..Z(4r+3).
+#define WROW(off, a0, a1, a2, a3) \
+	VBROADCASTSS off, Z20 \
+	VFMADD231PS  Z16, Z20, a0 \
+	VFMADD231PS  Z17, Z20, a1 \
+	VFMADD231PS  Z18, Z20, a2 \
+	VFMADD231PS  Z19, Z20, a3
+
+TEXT ·wsum4x64AVX512(SB), NOSPLIT, $0-56
+	MOVQ   nk+0(FP), CX
+	MOVQ   p+8(FP), SI
+	MOVQ   ldp+16(FP), R8
+	SHLQ   $2, R8
+	LEAQ   (SI)(R8*2), R9         // p row 2
+	MOVQ   v+24(FP), DI
+	MOVQ   ldv+32(FP), R10
+	SHLQ   $2, R10
+	MOVQ   out+40(FP), BX
+	MOVQ   ldo+48(FP), R11
+	SHLQ   $2, R11
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+wsLoop:
+	VMOVUPS (DI), Z16
+	VMOVUPS 64(DI), Z17
+	VMOVUPS 128(DI), Z18
+	VMOVUPS 192(DI), Z19
+	WROW((SI), Z0, Z1, Z2, Z3)
+	WROW((SI)(R8*1), Z4, Z5, Z6, Z7)
+	WROW((R9), Z8, Z9, Z10, Z11)
+	WROW((R9)(R8*1), Z12, Z13, Z14, Z15)
+	ADDQ    $4, SI
+	ADDQ    $4, R9
+	ADDQ    R10, DI
+	DECQ    CX
+	JNZ     wsLoop
+
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z1, 64(BX)
+	VMOVUPS Z2, 128(BX)
+	VMOVUPS Z3, 192(BX)
+	ADDQ    R11, BX
+	VMOVUPS Z4, (BX)
+	VMOVUPS Z5, 64(BX)
+	VMOVUPS Z6, 128(BX)
+	VMOVUPS Z7, 192(BX)
+	ADDQ    R11, BX
+	VMOVUPS Z8, (BX)
+	VMOVUPS Z9, 64(BX)
+	VMOVUPS Z10, 128(BX)
+	VMOVUPS Z11, 192(BX)
+	ADDQ    R11, BX
+	VMOVUPS Z12, (BX)
+	VMOVUPS Z13, 64(BX)
+	VMOVUPS Z14, 128(BX)
+	VMOVUPS Z15, 192(BX)
+	VZEROUPPER
+	RET

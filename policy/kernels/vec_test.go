@@ -199,33 +199,49 @@ func BenchmarkExp(b *testing.B) {
 }
 
 // TestRowDots checks that every element of RowDots has the bits of Dot on
-// its own row and weight row, for shapes around the 2x3 tiles and lengths
-// with and without the tiled path.
+// its own row and weight row, for shapes around the 4x4 tiles (edge tiles
+// of 1 to 3 rows or columns), strided rows, and lengths around blocks of
+// 16; and that Dot's bits do not depend on the slices' alignment.
 func TestRowDots(t *testing.T) {
 	r := rand.New(rand.NewPCG(17, 18))
-	for _, n := range []int{0, 1, 16, 48, 64, 80, 256, 100} {
-		for _, rows := range []int{1, 2, 3, 5} {
-			for _, cols := range []int{1, 3, 4, 7} {
-				x := make([]float32, rows*n)
-				w := make([]float32, cols*n)
+	for _, n := range []int{0, 1, 15, 16, 17, 48, 64, 100, 256} {
+		for _, rows := range []int{1, 2, 3, 4, 5, 9} {
+			for _, cols := range []int{1, 2, 3, 4, 7, 9} {
+				ldx, ldw := n+3, n+5
+				x := make([]float32, rows*ldx)
+				w := make([]float32, cols*ldw)
 				for i := range x {
 					x[i] = float32(r.NormFloat64())
 				}
 				for i := range w {
 					w[i] = float32(r.NormFloat64())
 				}
-				const ldy = 9
+				const ldy = 11
 				y := make([]float32, (rows-1)*ldy+cols)
-				RowDots(y, ldy, x, rows, w, cols, n)
+				RowDots(y, ldy, x, ldx, rows, w, ldw, cols, n)
 				for i := range rows {
 					for j := range cols {
-						want := Dot(x[i*n:(i+1)*n], w[j*n:(j+1)*n])
+						want := Dot(x[i*ldx:i*ldx+n], w[j*ldw:j*ldw+n])
 						if math.Float32bits(y[i*ldy+j]) != math.Float32bits(want) {
 							t.Fatalf("n=%d rows=%d cols=%d: y[%d,%d] = %g, Dot %g", n, rows, cols, i, j, y[i*ldy+j], want)
 						}
 					}
 				}
 			}
+		}
+	}
+	// Dot itself: close to the float64 sum.
+	x, w := make([]float32, 300), make([]float32, 300)
+	for i := range x {
+		x[i], w[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
+	}
+	for _, n := range []int{1, 16, 33, 300} {
+		var want float64
+		for i := range n {
+			want += float64(x[i]) * float64(w[i])
+		}
+		if got := Dot(x[:n], w); math.Abs(float64(got)-want) > 1e-5*math.Sqrt(float64(n)) {
+			t.Errorf("Dot of %d: %g, want %g", n, got, want)
 		}
 	}
 }
@@ -237,7 +253,7 @@ func BenchmarkRowDots(b *testing.B) {
 	y := make([]float32, rows*cols)
 	b.Run("rowdots", func(b *testing.B) {
 		for b.Loop() {
-			RowDots(y, cols, x, rows, w, cols, n)
+			RowDots(y, cols, x, n, rows, w, n, cols, n)
 		}
 		b.ReportMetric(2*rows*cols*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 	})
@@ -251,4 +267,37 @@ func BenchmarkRowDots(b *testing.B) {
 		}
 		b.ReportMetric(2*rows*cols*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 	})
+	b.Run("sgemm", func(b *testing.B) {
+		for b.Loop() {
+			Sgemm(false, true, rows, cols, n, 1, x, n, w, n, 0, y, cols)
+		}
+		b.ReportMetric(2*rows*cols*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	})
+}
+
+// TestWeightedSum checks WeightedSum against Axpy calls in key order, bit
+// for bit, for row counts around 4 and widths around 64.
+func TestWeightedSum(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 20))
+	for _, nk := range []int{0, 1, 5, 40} {
+		for _, rows := range []int{1, 3, 4, 5, 8} {
+			for _, n := range []int{16, 64, 80, 128} {
+				const ldp, ldv, ldo = 41, 130, 131
+				p, v := randSlice(r, rows*ldp), randSlice(r, max(nk, 1)*ldv)
+				out := randSlice(r, rows*ldo)
+				WeightedSum(out, ldo, p, ldp, rows, nk, v, ldv, n)
+				for i := range rows {
+					want := make([]float32, n)
+					for j := range nk {
+						Axpy(p[i*ldp+j], v[j*ldv:j*ldv+n], want)
+					}
+					for d := range n {
+						if math.Float32bits(out[i*ldo+d]) != math.Float32bits(want[d]) {
+							t.Fatalf("nk=%d rows=%d n=%d: out[%d,%d] = %g, want %g", nk, rows, n, i, d, out[i*ldo+d], want[d])
+						}
+					}
+				}
+			}
+		}
+	}
 }
