@@ -92,3 +92,30 @@ func BenchmarkPrefill(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSharedPrefix runs 8 requests in 8 new sessions, one after the
+// other, whose prompts share a 1024-token system prompt and differ in a
+// 32-token tail (4 tokens generated each): the first turn of 8 rollouts of
+// one harness. It reports requests/s and the fraction of prompt tokens
+// reused from a cache (cached-frac); without prefix caching across
+// sessions every request prefills its whole prompt.
+func BenchmarkSharedPrefix(b *testing.B) {
+	m := tinyModel(b, "tiny.json", 1, 0)
+	system := randPrompt(1, 1024)
+	var prompt, cached int
+	for i := 0; b.Loop(); i++ {
+		e := New(m, 1, Options{})
+		for s := range 8 {
+			p := append(append([]int32{}, system...), randPrompt(uint64(100+s), 32)...)
+			g, err := e.Generate(context.Background(), Request{Session: fmt.Sprint(i, "/", s), Prompt: p, MaxTokens: 4, Sampling: DefaultSampling(uint64(s))}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			prompt += g.PromptTokens
+			cached += g.CachedTokens
+		}
+		e.Close()
+	}
+	b.ReportMetric(float64(8*b.N)/b.Elapsed().Seconds(), "requests/s")
+	b.ReportMetric(float64(cached)/float64(prompt), "cached-frac")
+}
