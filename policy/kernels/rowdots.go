@@ -7,7 +7,7 @@ package kernels
 // other rows (the engine's batch invariance). Where the vector Dot runs,
 // tiles of 4 rows by 4 weight rows share their loads and their reductions
 // (an edge tile repeats its last weight row and keeps only the valid
-// part), and the rows left over take eight weight rows at a time.
+// part), and the rows left over take sixteen weight rows at a time.
 func RowDots(y []float32, ldy int, x []float32, ldx, rows int, w []float32, ldw, cols, n int) {
 	if rows == 0 || cols == 0 {
 		return
@@ -49,17 +49,17 @@ func RowDots(y []float32, ldy int, x []float32, ldx, rows int, w []float32, ldw,
 			}
 		}
 	}
-	// The rows left over (all of them for one decoding token): eight
+	// The rows left over (all of them for one decoding token): sixteen
 	// weight rows at a time, then single products.
 	for i := full; i < rows; i++ {
 		xr := x[i*ldx : i*ldx+n]
 		j := 0
 		if row := vec.dotRow; row != nil {
-			for ; j+8 <= cols; j += 8 {
+			for ; j+16 <= cols; j += 16 {
 				row(n, &xr[0], &w[j*ldw], ldw, &out[0])
-				yr := y[i*ldy+j : i*ldy+j+8]
-				for c := range 4 {
-					yr[c], yr[4+c] = out[4*c], out[4*c+1]
+				yr := y[i*ldy+j : i*ldy+j+16]
+				for c := range 16 {
+					yr[c] = out[(c%4)*4+c/4]
 				}
 			}
 		}

@@ -195,21 +195,42 @@ tReduce:
 	VZEROUPPER
 	RET
 
-// W1 multiplies the current block of w row c (at wp) by the x row.
-#define W1(wp, acc) \
-	VMOVUPS     (wp), Z20 \
+// W1 multiplies the current block of the w row at memory operand m by the
+// x row (Z16) into acc; W1Z is the masked last block.
+#define W1(m, acc) \
+	VMOVUPS     m, Z20 \
 	VFMADD231PS Z20, Z16, acc
 
-#define W1Z(wp, acc) \
-	VMOVUPS.Z   (wp), K1, Z20 \
+#define W1Z(m, acc) \
+	VMOVUPS.Z   m, K1, Z20 \
 	VFMADD231PS Z20, Z16, acc
 
-// func dotTile1x8AVX512(n int, x *float32, w *float32, ldw int, out *float32)
-// The dot products of one x row with eight w rows (ldw floats apart), n >=
-// 1, rounded as dotChainAVX512 rounds them: out[4j] is w row j and
-// out[4j+1] w row 4+j, j < 4 (the other lanes are repeats). Eight
-// independent chains: the decode path of one sequence.
-TEXT ·dotTile1x8AVX512(SB), NOSPLIT, $0-40
+// W16 runs W (W1 or W1Z) over the sixteen w rows: four groups of four
+// rows, from the bases DI, R11, R13 and DX (R10 = one row, R12 = three).
+#define W16(W) \
+	W((DI), Z0) \
+	W((DI)(R10*1), Z1) \
+	W((DI)(R10*2), Z2) \
+	W((DI)(R12*1), Z3) \
+	W((R11), Z4) \
+	W((R11)(R10*1), Z5) \
+	W((R11)(R10*2), Z6) \
+	W((R11)(R12*1), Z7) \
+	W((R13), Z8) \
+	W((R13)(R10*1), Z9) \
+	W((R13)(R10*2), Z10) \
+	W((R13)(R12*1), Z11) \
+	W((DX), Z12) \
+	W((DX)(R10*1), Z13) \
+	W((DX)(R10*2), Z14) \
+	W((DX)(R12*1), Z15)
+
+// func dotTile1x16AVX512(n int, x *float32, w *float32, ldw int, out *float32)
+// The dot products of one x row with sixteen w rows (ldw floats apart),
+// n >= 1, rounded as dotChainAVX512 rounds them: sixteen independent
+// chains (the decode path of one sequence), reduced together as in
+// dotTile4x4AVX512, so that out[4j+t] is w row 4t+j.
+TEXT ·dotTile1x16AVX512(SB), NOSPLIT, $0-40
 	MOVQ   n+0(FP), CX
 	MOVQ   x+8(FP), SI
 	MOVQ   w+16(FP), DI
@@ -217,7 +238,10 @@ TEXT ·dotTile1x8AVX512(SB), NOSPLIT, $0-40
 	SHLQ   $2, R10
 	LEAQ   (R10)(R10*2), R12      // 3 rows
 	LEAQ   (DI)(R10*4), R11       // w row 4
+	LEAQ   (R11)(R10*4), R13      // w row 8
+	LEAQ   (R13)(R10*4), DX       // w row 12
 	MOVQ   out+32(FP), BX
+	LEAQ   (DX)(R10*4), R8        // the next tile's rows, prefetched
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -226,28 +250,45 @@ TEXT ·dotTile1x8AVX512(SB), NOSPLIT, $0-40
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
 	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
 
 oLoop:
 	CMPQ    CX, $16
 	JLT     oTail
+	// Sixteen rows are sixteen short streams, which the hardware
+	// prefetchers follow poorly: fetch the next tile's memory, 1 KiB per
+	// block, in address order (all of it when rows are contiguous).
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
+	PREFETCHT0 128(R8)
+	PREFETCHT0 192(R8)
+	PREFETCHT0 256(R8)
+	PREFETCHT0 320(R8)
+	PREFETCHT0 384(R8)
+	PREFETCHT0 448(R8)
+	PREFETCHT0 512(R8)
+	PREFETCHT0 576(R8)
+	PREFETCHT0 640(R8)
+	PREFETCHT0 704(R8)
+	PREFETCHT0 768(R8)
+	PREFETCHT0 832(R8)
+	PREFETCHT0 896(R8)
+	PREFETCHT0 960(R8)
+	ADDQ    $1024, R8
 	VMOVUPS (SI), Z16
-	W1(DI, Z0)
-	LEAQ    (DI)(R10*1), AX
-	W1(AX, Z1)
-	LEAQ    (DI)(R10*2), AX
-	W1(AX, Z2)
-	LEAQ    (DI)(R12*1), AX
-	W1(AX, Z3)
-	W1(R11, Z4)
-	LEAQ    (R11)(R10*1), AX
-	W1(AX, Z5)
-	LEAQ    (R11)(R10*2), AX
-	W1(AX, Z6)
-	LEAQ    (R11)(R12*1), AX
-	W1(AX, Z7)
+	W16(W1)
 	ADDQ    $64, SI
 	ADDQ    $64, DI
 	ADDQ    $64, R11
+	ADDQ    $64, R13
+	ADDQ    $64, DX
 	SUBQ    $16, CX
 	JMP     oLoop
 
@@ -256,30 +297,24 @@ oTail:
 	JZ        oReduce
 	TAILK1
 	VMOVUPS.Z (SI), K1, Z16
-	W1Z(DI, Z0)
-	LEAQ      (DI)(R10*1), AX
-	W1Z(AX, Z1)
-	LEAQ      (DI)(R10*2), AX
-	W1Z(AX, Z2)
-	LEAQ      (DI)(R12*1), AX
-	W1Z(AX, Z3)
-	W1Z(R11, Z4)
-	LEAQ      (R11)(R10*1), AX
-	W1Z(AX, Z5)
-	LEAQ      (R11)(R10*2), AX
-	W1Z(AX, Z6)
-	LEAQ      (R11)(R12*1), AX
-	W1Z(AX, Z7)
+	W16(W1Z)
 
 oReduce:
 	HALF256(Z0, Z1)
 	HALF256(Z2, Z3)
 	HALF256(Z4, Z5)
 	HALF256(Z6, Z7)
-	HALF128(Z0, Z2)      // blocks: accumulators 0..3
-	HALF128(Z4, Z6)      // blocks: accumulators 4..7
-	HALF64(Z0, Z4)       // block j: f of acc j, f of acc 4+j
-	HALF32(Z0, Z0)       // block j: acc j, acc 4+j, repeated
+	HALF256(Z8, Z9)
+	HALF256(Z10, Z11)
+	HALF256(Z12, Z13)
+	HALF256(Z14, Z15)
+	HALF128(Z0, Z2)
+	HALF128(Z4, Z6)
+	HALF128(Z8, Z10)
+	HALF128(Z12, Z14)
+	HALF64(Z0, Z4)
+	HALF64(Z8, Z12)
+	HALF32(Z0, Z8)
 	VMOVUPS Z0, (BX)
 	VZEROUPPER
 	RET

@@ -184,8 +184,8 @@ type vecKernels struct {
 	// ldx apart) and row c < 4 of w (ldw apart), each rounded as dot
 	// rounds it; n >= 1.
 	dotTile func(n int, x *float32, ldx int, w *float32, ldw int, out *float32)
-	// dotRow sets out[4j] and out[4j+1] (j < 4) to the dot products of
-	// one row x with rows j and 4+j of w (ldw apart), rounded as dot.
+	// dotRow sets out[4j+t] (j, t < 4) to the dot product of one row x
+	// with row 4t+j of w (ldw apart), rounded as dot.
 	dotRow func(n int, x *float32, w *float32, ldw int, out *float32)
 	// wsum4x64 sets four rows of 64 outputs to weighted sums of nk >= 1
 	// rows of v, as WeightedSum defines them.

@@ -32,12 +32,12 @@ func dotChainAVX512(n int, x, y *float32) float32
 func wsum4x64AVX512(nk int, p *float32, ldp int, v *float32, ldv int, out *float32, ldo int)
 
 //go:noescape
-func dotTile1x8AVX512(n int, x *float32, w *float32, ldw int, out *float32)
+func dotTile1x16AVX512(n int, x *float32, w *float32, ldw int, out *float32)
 
 var avx512Vec = vecKernels{
 	exp: expShiftAVX512, swiglu: swigluAVX512, swigluBack: swigluBackAVX512,
 	max: maxAVX512, scale: scaleAVX512, axpy: axpyAVX512,
-	dotTile: dotTile4x4AVX512, dotRow: dotTile1x8AVX512, dot: dotChainAVX512,
+	dotTile: dotTile4x4AVX512, dotRow: dotTile1x16AVX512, dot: dotChainAVX512,
 	wsum4x64: wsum4x64AVX512,
 }
 
