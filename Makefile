@@ -158,9 +158,8 @@ bench-sgemm: bench-deps ## Sgemm vs FMA peak, gonum, OpenBLAS and PyTorch, same 
 	$(GO) test -run '^$$' -bench 'FMAPeak|MicroKernel|Sgemm/.*/(legorl|gonum|kernel=avx2)/' -count 3 ./policy/kernels
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/sgemm_ref.py --count 3
 
-bench-train: bench-deps ## tiny-config training step: Go model vs PyTorch, same run
-	$(GO) test -run '^$$' -bench 'TrainStep$$|Logprobs$$' -benchtime 2x -count 3 -timeout 0 ./policy/model
-	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/tiny_train.py --count 3
+bench-train: bench-deps ## tiny-config training step and logprob forward: Go model vs PyTorch, alternating in one run, per CPU-second
+	/usr/bin/python3 bench/model_side_by_side.py --rounds 3 --threads 1,2
 
 docker-up: ## start the private Docker Engine (.cache/docker) and build the sandbox base image
 	scripts/docker/start-dockerd.sh >/dev/null

@@ -16,9 +16,27 @@ import argparse
 import json
 import math
 import os
+import sys
 import time
 
-import torch
+
+def _threads_arg():
+    for i, a in enumerate(sys.argv):
+        if a == "--threads" and i + 1 < len(sys.argv):
+            return sys.argv[i + 1]
+        if a.startswith("--threads="):
+            return a.split("=", 1)[1]
+    return "1"
+
+
+# Debian's torch calls OpenBLAS, whose pthread pool ignores
+# torch.set_num_threads: without this (or threadpoolctl) it runs one
+# busy-waiting thread per core and its tokens per CPU-second halve or worse.
+# It must be set before torch loads OpenBLAS.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", _threads_arg())
+os.environ.setdefault("OMP_NUM_THREADS", _threads_arg())
+
+import torch  # noqa: E402
 import torch.nn as nn
 
 try:

@@ -42,19 +42,30 @@ func (CPUOps[T]) Gemm(transA, transB bool, m, n, k int, alpha T, a []T, lda int,
 	}
 }
 
-// RowLinear implements Ops with one dot product per element (kernels.Dot
-// for float32). Work is split into blocks of weight rows by blocks of input
-// rows, so a block of weights is reused across the batch while in cache.
+// RowLinear implements Ops with one dot product per element (kernels.Dot's
+// rounding for float32, through kernels.RowDots). Work is split into blocks
+// of weight rows by blocks of input rows, so a block of weights is reused
+// across the batch while in cache.
 func (CPUOps[T]) RowLinear(y, x []T, rows, in int, w []T, out int) {
-	dot := dotFunc[T]() // chosen once, not per element
 	const colBlock, rowBlock = 64, 32
 	cb, rb := (out+colBlock-1)/colBlock, (rows+rowBlock-1)/rowBlock
-	body := func(t int) {
-		j0, i0 := t/rb*colBlock, t%rb*rowBlock
-		for j := j0; j < min(j0+colBlock, out); j++ {
-			wr := w[j*in : (j+1)*in]
-			for i := i0; i < min(i0+rowBlock, rows); i++ {
-				y[i*out+j] = dot(x[i*in:(i+1)*in], wr)
+	var body func(t int)
+	if y32, ok := any(y).([]float32); ok {
+		x32, w32 := any(x).([]float32), any(w).([]float32)
+		body = func(t int) {
+			j0, i0 := t/rb*colBlock, t%rb*rowBlock
+			j1, i1 := min(j0+colBlock, out), min(i0+rowBlock, rows)
+			kernels.RowDots(y32[i0*out+j0:], out, x32[i0*in:i1*in], in, i1-i0, w32[j0*in:j1*in], in, j1-j0, in)
+		}
+	} else {
+		dot := dotFunc[T]()
+		body = func(t int) {
+			j0, i0 := t/rb*colBlock, t%rb*rowBlock
+			for j := j0; j < min(j0+colBlock, out); j++ {
+				wr := w[j*in : (j+1)*in]
+				for i := i0; i < min(i0+rowBlock, rows); i++ {
+					y[i*out+j] = dot(x[i*in:(i+1)*in], wr)
+				}
 			}
 		}
 	}
@@ -118,16 +129,24 @@ func (CPUOps[T]) RMSNormBack(dx, dw, dy, x []T, rows, n int, w, r []T) {
 	}
 }
 
-// SwiGLU implements Ops.
+// SwiGLU implements Ops (kernels.SwiGLU for float32).
 func (CPUOps[T]) SwiGLU(act, g, u []T) {
+	if a, ok := any(act).([]float32); ok {
+		kernels.SwiGLU(a, any(g).([]float32), any(u).([]float32))
+		return
+	}
 	Sigmoid(act, g)
 	for i, gv := range g {
 		act[i] *= gv * u[i]
 	}
 }
 
-// SwiGLUBack implements Ops.
+// SwiGLUBack implements Ops (kernels.SwiGLUBack for float32).
 func (CPUOps[T]) SwiGLUBack(dg, du, dact, g, u []T) {
+	if d, ok := any(dg).([]float32); ok {
+		kernels.SwiGLUBack(d, any(du).([]float32), any(dact).([]float32), any(g).([]float32), any(u).([]float32))
+		return
+	}
 	Sigmoid(dg, g)
 	for i, gv := range g {
 		s := dg[i]
@@ -164,15 +183,7 @@ func (o CPUOps[T]) Attention(out, probs, q, k, v []T, a AttnShape) {
 			for i := r0; i < r1; i++ {
 				row := P[(i-r0)*N : (i-r0+1)*N]
 				last := p0 + i // the last key this query sees
-				mx := row[0]
-				for _, s := range row[1 : last+1] {
-					mx = max(mx, s)
-				}
-				sum := ExpShift(row[:last+1], 1, float64(mx))
-				inv := T(1 / sum)
-				for j := 0; j <= last; j++ {
-					row[j] *= inv
-				}
+				softmax(row[:last+1])
 				clear(row[last+1:])
 			}
 			o.Gemm(false, false, r1-r0, hd, p0+r1, 1, P, N, v[kh*hd:], KV*hd, 0, out[(r0*H+h)*hd:], H*hd)
@@ -238,8 +249,29 @@ func (o CPUOps[T]) AttentionBack(dq, dk, dv, dout, q, k, v, probs []T, a AttnSha
 	}
 }
 
-// Logprobs implements Ops.
+// softmax replaces x by its softmax: e^(x - max) / sum, in place.
+func softmax[T Float](x []T) {
+	if x32, ok := any(x).([]float32); ok {
+		sum := kernels.Exp(x32, x32, 1, kernels.Max(x32))
+		kernels.Scale(x32, float32(1/sum))
+		return
+	}
+	mx := x[0]
+	for _, s := range x[1:] {
+		mx = max(mx, s)
+	}
+	inv := T(1 / ExpShift(x, 1, float64(mx)))
+	for j := range x {
+		x[j] *= inv
+	}
+}
+
+// Logprobs implements Ops; float32 logits go through the vector kernels.
 func (CPUOps[T]) Logprobs(lp, logits []T, vocab int, targets []int32, invTemp float64, keepProbs bool) {
+	if l32, ok := any(logits).([]float32); ok {
+		logprobs32(any(lp).([]float32), l32, vocab, targets, invTemp, keepProbs)
+		return
+	}
 	for i, target := range targets {
 		z := logits[i*vocab : (i+1)*vocab]
 		mx := math.Inf(-1)
@@ -254,6 +286,23 @@ func (CPUOps[T]) Logprobs(lp, logits []T, vocab int, targets []int32, invTemp fl
 			for j := range z {
 				z[j] *= inv
 			}
+		}
+	}
+}
+
+// logprobs32 is Logprobs for float32: the row's max and its exponentials
+// in the vector kernels, with the shift and the scaled target logit taken
+// in the same float32 arithmetic as the exponentials.
+func logprobs32(lp, logits []float32, vocab int, targets []int32, invTemp float64, keepProbs bool) {
+	scale := float32(invTemp)
+	for i, target := range targets {
+		z := logits[i*vocab : (i+1)*vocab]
+		shift := kernels.Max(z) * scale // scale > 0
+		zt := float64(z[target])*float64(scale) - float64(shift)
+		sum := kernels.Exp(z, z, scale, shift)
+		lp[i] = float32(zt - math.Log(sum))
+		if keepProbs {
+			kernels.Scale(z, float32(1/sum))
 		}
 	}
 }
@@ -286,9 +335,12 @@ func (*CPU) AdamW(p, g, m, v []float32, s AdamWStep) {
 }
 
 // ExpShift sets z[j] = e^(z[j]*scale - shift) and returns the sum of the
-// results in float64. (math.Exp is assembly on amd64; a float32 polynomial
-// exp measured no faster, so there is one path.)
+// results in float64: kernels.Exp for float32 (vector code), math.Exp for
+// float64.
 func ExpShift[T Float](z []T, scale, shift float64) float64 {
+	if z32, ok := any(z).([]float32); ok {
+		return kernels.Exp(z32, z32, float32(scale), float32(shift))
+	}
 	var sum float64
 	for j, v := range z {
 		e := math.Exp(float64(v)*scale - shift)

@@ -443,22 +443,71 @@ func (e *Engine) admit(r *request) {
 	prompt := r.req.Prompt
 	n := 0
 	if s.cache != nil && s.m == ls.m {
-		held := s.tokens[:s.cache.Len()]
-		for n < min(len(held), len(prompt)-1) && held[n] == prompt[n] {
-			n++
-		}
+		n = commonPrefix(s.tokens[:s.cache.Len()], prompt[:len(prompt)-1])
 	} else {
 		s.m, s.cache, s.routing = ls.m, ls.m.NewCache(), nil
 	}
+	// Prefix caching across sessions: another cache of these weights may
+	// hold a longer prefix of the prompt (every rollout of a harness starts
+	// with the same system prompt and tools). Its keys and values are the
+	// bits this prompt's prefill would compute (model.Step is
+	// row-invariant), so a copy replaces the prefill.
+	shared := 0
+	if d, dn := ls.donor(s, prompt); dn-n >= max(minShare, dn/64) {
+		if c, err := d.cache.Fork(dn); err == nil {
+			s.cache, n, shared = c, dn, dn
+			if d.routing != nil {
+				s.routing = slices.Clone(d.routing[:dn])
+			}
+		}
+	}
 	if err := s.cache.Truncate(n); err != nil { // n <= Len: cannot fail
-		s.cache, s.routing, n = ls.m.NewCache(), nil, 0
+		s.cache, s.routing, n, shared = ls.m.NewCache(), nil, 0, 0
 	}
 	if s.routing != nil {
 		s.routing = s.routing[:n]
 	}
 	s.tokens = append(make([]int32, 0, len(prompt)+64), prompt...)
 	ls.active = append(ls.active, &seq{r: r, s: s, prompt: len(prompt), cached: n})
+	e.opt.Metrics.prompt(len(prompt), n, shared)
 	e.evict()
+}
+
+// minShare is the fewest positions worth copying from another session's
+// cache rather than prefilling.
+const minShare = 16
+
+// commonPrefix returns the length of the longest common prefix of a and b.
+func commonPrefix(a, b []int32) int {
+	n := 0
+	for n < min(len(a), len(b)) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
+
+// donor returns the session, other than s, whose cache holds the longest
+// prefix of prompt (at most len(prompt)-1 positions: the last prompt token
+// must run) computed by the current weights, idle or running, and that
+// prefix's length.
+func (ls *loopState) donor(s *session, prompt []int32) (*session, int) {
+	var best *session
+	bn := 0
+	consider := func(d *session) {
+		if d == s || d.cache == nil || d.m != ls.m || d.cache.Len() <= bn {
+			return
+		}
+		if n := commonPrefix(d.tokens[:d.cache.Len()], prompt[:len(prompt)-1]); n > bn {
+			best, bn = d, n
+		}
+	}
+	for _, d := range ls.sessions {
+		consider(d)
+	}
+	for _, q := range ls.active {
+		consider(q.s)
+	}
+	return best, bn
 }
 
 // evict drops idle sessions, least recently used first, while there are

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -569,6 +570,53 @@ func TestPaddedVocabulary(t *testing.T) {
 			}
 			if err := e.Swap(tinyModel(t, cfg, 12, 0), 2); !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), "support 4096") {
 				t.Errorf("swap to a model of another support: err = %v", err)
+			}
+		})
+	}
+}
+
+// TestSharedPrefix: a request in a new session whose prompt starts like
+// another session's cache (idle, or still running) starts from a copy of
+// it, and generates exactly what a fresh engine generates; a prefix shorter
+// than minShare is prefilled; the donor's own follow-up is unaffected.
+func TestSharedPrefix(t *testing.T) {
+	for _, cfg := range configs {
+		t.Run(cfg, func(t *testing.T) {
+			m := tinyModel(t, cfg, 12, 0)
+			e := New(m, 1, Options{})
+			defer e.Close()
+			system := randPrompt(12, 40) // the harness's system prompt
+			ask := func(session string, seed uint64, tail int) Request {
+				p := append(slices.Clone(system), randPrompt(seed, tail)...)
+				return Request{Session: session, Prompt: p, MaxTokens: 5, Sampling: DefaultSampling(seed)}
+			}
+			fresh := func(r Request) Generation {
+				f := New(m, 1, Options{})
+				defer f.Close()
+				r.Session = ""
+				return generate(t, f, r)
+			}
+			a := generate(t, e, ask("a", 1, 6))
+			if a.CachedTokens != 0 {
+				t.Fatalf("first request: %d cached tokens", a.CachedTokens)
+			}
+			for i, r := range []Request{ask("b", 2, 3), ask("c", 3, 1), ask("", 4, 9)} {
+				g := generate(t, e, r)
+				if g.CachedTokens != len(system) {
+					t.Errorf("request %d: %d cached tokens, want the %d of the shared system prompt", i, g.CachedTokens, len(system))
+				}
+				if d := sameGen(g, fresh(r)); d != "" {
+					t.Errorf("request %d from a shared prefix differs from a fresh engine: %s", i, d)
+				}
+			}
+			short := Request{Session: "d", Prompt: append(slices.Clone(system[:minShare-1]), 1, 2), MaxTokens: 3, Sampling: DefaultSampling(5)}
+			if g := generate(t, e, short); g.CachedTokens != 0 || sameGen(g, fresh(short)) != "" {
+				t.Errorf("a %d-token shared prefix: %d cached tokens", minShare-1, g.CachedTokens)
+			}
+			// The donor's follow-up still extends its own cache.
+			follow := Request{Session: "a", Prompt: append(append(ask("a", 1, 6).Prompt, a.Tokens...), 9), MaxTokens: 3, Sampling: DefaultSampling(6)}
+			if g := generate(t, e, follow); g.CachedTokens != len(follow.Prompt)-1 || sameGen(g, fresh(follow)) != "" {
+				t.Errorf("donor follow-up: %d cached tokens, want %d", g.CachedTokens, len(follow.Prompt)-1)
 			}
 		})
 	}

@@ -21,6 +21,9 @@ type Metrics struct {
 	queueWait prometheus.Histogram
 	swaps     prometheus.Counter
 	version   prometheus.Gauge
+	prompts   prometheus.Counter
+	cached    prometheus.Counter
+	shared    prometheus.Counter
 }
 
 // NewMetrics makes the engine's metrics and registers them with reg (nil:
@@ -67,9 +70,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "legorl_engine_policy_version",
 			Help: "Policy version of the weights the engine samples with.",
 		}),
+		prompts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "legorl_engine_prompt_tokens_total",
+			Help: "Prompt tokens of the requests admitted.",
+		}),
+		cached: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "legorl_engine_prompt_cached_tokens_total",
+			Help: "Prompt tokens reused from a KV cache instead of prefilled (the prefix cache's hits: divide by legorl_engine_prompt_tokens_total for the hit rate).",
+		}),
+		shared: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "legorl_engine_prompt_shared_tokens_total",
+			Help: "Of the cached prompt tokens, those copied from another session's cache (prefix caching across sessions).",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.sessions, m.running, m.generated, m.prefill, m.steps, m.stepTime, m.queueWait, m.swaps, m.version)
+		reg.MustRegister(m.sessions, m.running, m.generated, m.prefill, m.steps, m.stepTime, m.queueWait, m.swaps, m.version,
+			m.prompts, m.cached, m.shared)
 	}
 	return m
 }
@@ -104,6 +120,17 @@ func (m *Metrics) step(d time.Duration, prefill, generated int) {
 	m.stepTime.Observe(d.Seconds())
 	m.prefill.Add(float64(prefill))
 	m.generated.Add(float64(generated))
+}
+
+// prompt records an admitted prompt of n tokens, cached of them reused
+// from a cache, shared of those from another session's.
+func (m *Metrics) prompt(n, cached, shared int) {
+	if m == nil {
+		return
+	}
+	m.prompts.Add(float64(n))
+	m.cached.Add(float64(cached))
+	m.shared.Add(float64(shared))
 }
 
 func (m *Metrics) admitted(wait time.Duration) {

@@ -89,6 +89,12 @@ func TestMetrics(t *testing.T) {
 	}
 	generate(t, e, Request{Session: "other", Prompt: prompt[:5], MaxTokens: 1, Sampling: DefaultSampling(3)})
 	eventually("sessions", met.sessions, 2)
+	// Prompt tokens and the prefix cache's hits: the follow-up reused its
+	// session's cache; "other" shares only 4 tokens with "s", too few to
+	// copy.
+	if p, c, sh := val(met.prompts), val(met.cached), val(met.shared); p != float64(len(prompt)+len(follow)+5) || c != float64(len(prompt)+n) || sh != 0 {
+		t.Errorf("prompt tokens %v, cached %v, shared %v; want %d, %d, 0", p, c, sh, len(prompt)+len(follow)+5, len(prompt)+n)
+	}
 
 	if err := e.Swap(tinyModel(t, "tiny.json", 5, 0), 9); err != nil {
 		t.Fatal(err)
@@ -99,8 +105,8 @@ func TestMetrics(t *testing.T) {
 	if v := val(met.sessions); v != 0 {
 		t.Errorf("sessions %v after Close, want 0", v)
 	}
-	if n := testutil.CollectAndCount(reg); n != 9 {
-		t.Errorf("%d series registered, want 9", n)
+	if n := testutil.CollectAndCount(reg); n != 12 {
+		t.Errorf("%d series registered, want 12", n)
 	}
 }
 
@@ -112,6 +118,7 @@ func TestMetricsNil(t *testing.T) {
 	m.step(time.Second, 1, 1)
 	m.admitted(time.Second)
 	m.installed(1, true)
+	m.prompt(3, 2, 1)
 	e := New(tinyModel(t, "tiny.json", 4, 0), 1, Options{})
 	defer e.Close()
 	generate(t, e, Request{Prompt: randPrompt(1, 4), MaxTokens: 2, Sampling: DefaultSampling(1)})

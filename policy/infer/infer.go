@@ -140,6 +140,7 @@ type Generation struct {
 	PromptRouting [][][]int16
 	Finish        string
 	// PromptTokens is len(Prompt); CachedTokens how many of them were
-	// reused from the session's cache instead of prefilled.
+	// reused from a cache instead of prefilled: the session's own, or a
+	// copy of another session's holding a longer prefix.
 	PromptTokens, CachedTokens int
 }

@@ -3,17 +3,19 @@ package kernels
 // Dot returns the sum of x[i]*y[i] over the len(x) elements of x; y must
 // be at least as long. Its rounding depends only on len(x), never on what
 // else is being computed, so an inference path that builds every matrix
-// product from Dot gets results per row that do not change with the batch
-// (Sgemm's rounding depends on the number of rows: a dot-product path for
-// a few rows, packed k-blocks otherwise). It uses the AVX-512 dot kernel
-// where the CPU has one, a portable loop with four accumulators otherwise.
+// product from Dot (or RowDots, which has its bits) gets results per row
+// that do not change with the batch (Sgemm's rounding depends on the
+// number of rows: a dot-product path for a few rows, packed k-blocks
+// otherwise). With AVX-512 it is one 16-lane fused multiply-add chain over
+// blocks of 16 (the last zero-padded) and a fixed tree over the lanes;
+// elsewhere a portable loop with four accumulators.
 func Dot(x, y []float32) float32 {
 	n := len(x)
 	if n == 0 {
 		return 0
 	}
 	y = y[:n] // panics, before any raw-pointer read, when y is too short
-	if d := bestKernel.dot; d != nil {
+	if d := vec.dot; d != nil {
 		return d(n, &x[0], &y[0])
 	}
 	return dotGeneric(x, y)

@@ -30,6 +30,13 @@ type microKernel struct {
 	// dot, when set, returns the sum of x[i]*y[i] over n >= 1 elements;
 	// sgemm uses it for the few-rows x W^T products of generation.
 	dot func(n int, x, y *float32) float32
+	// packA and packB, when set, pack one micro-panel (rows <= mr rows of
+	// op(A), or cols <= nr columns of op(B), kb steps deep) from src, which
+	// starts at the panel's first element, with ld the stored row stride;
+	// trans is the operand's transpose flag. They report false for a panel
+	// they leave to the portable loops of packA and packB.
+	packA func(trans bool, kb int, dst, src []float32, ld, rows int) bool
+	packB func(trans bool, kb int, dst, src []float32, ld, cols int) bool
 }
 
 // dotMaxRows is the most rows of C the dot-product path takes: below the
@@ -127,7 +134,7 @@ func sgemmBlocked(kern *microKernel, workers int, transA, transB bool, m, n, k i
 			parallelFor(workers, ceilDiv(nPanels, panelsPerChunk), func(_, t int) {
 				for jp := t * panelsPerChunk; jp < min(nPanels, (t+1)*panelsPerChunk); jp++ {
 					j0 := jp * nr
-					packB(bp[jp*nr*kb:(jp+1)*nr*kb], transB, b, ldb, jc+j0, min(nr, nb-j0), pc, kb, nr)
+					packB(kern, bp[jp*nr*kb:(jp+1)*nr*kb], transB, b, ldb, jc+j0, min(nr, nb-j0), pc, kb, nr)
 				}
 			})
 			// Compute: row blocks of C, split further by columns when there
@@ -142,7 +149,7 @@ func sgemmBlocked(kern *microKernel, workers int, transA, transB bool, m, n, k i
 				ic := ib * mc
 				mb := min(mc, m-ic)
 				ap := (*bufs.a)[:roundUp(mb, mr)*kb]
-				packA(ap, transA, a, lda, ic, mb, pc, kb, mr)
+				packA(kern, ap, transA, a, lda, ic, mb, pc, kb, mr)
 				p0, p1 := jch*nPanels/jChunks, (jch+1)*nPanels/jChunks
 				tile := (*bufs.tile)[:mr*nr]
 				for jp := p0; jp < p1; jp++ {
@@ -174,10 +181,19 @@ type workerBufs struct {
 // packA copies rows ic..ic+mb and columns pc..pc+kb of op(A) into dst as
 // micro-panels of mr rows: panel by panel, k step by k step, mr values per
 // step, with rows past mb zero-filled.
-func packA(dst []float32, transA bool, a []float32, lda, ic, mb, pc, kb, mr int) {
+func packA(kern *microKernel, dst []float32, transA bool, a []float32, lda, ic, mb, pc, kb, mr int) {
 	for i0 := 0; i0 < mb; i0 += mr {
 		rows := min(mr, mb-i0)
 		d := dst[i0*kb : (i0+mr)*kb]
+		if kern.packA != nil {
+			off := (ic+i0)*lda + pc
+			if transA {
+				off = pc*lda + ic + i0
+			}
+			if kern.packA(transA, kb, d, a[off:], lda, rows) {
+				continue
+			}
+		}
 		if transA {
 			for p := 0; p < kb; p++ {
 				src := a[(pc+p)*lda+ic+i0:]
@@ -206,7 +222,16 @@ func packA(dst []float32, transA bool, a []float32, lda, ic, mb, pc, kb, mr int)
 // packB copies columns j..j+cols and rows pc..pc+kb of op(B) into dst as
 // one micro-panel: k step by k step, nr values per step, with columns past
 // cols zero-filled.
-func packB(dst []float32, transB bool, b []float32, ldb, j, cols, pc, kb, nr int) {
+func packB(kern *microKernel, dst []float32, transB bool, b []float32, ldb, j, cols, pc, kb, nr int) {
+	if kern.packB != nil {
+		off := pc*ldb + j
+		if transB {
+			off = j*ldb + pc
+		}
+		if kern.packB(transB, kb, dst, b[off:], ldb, cols) {
+			return
+		}
+	}
 	if transB {
 		for jj := 0; jj < cols; jj++ {
 			src := b[(j+jj)*ldb+pc:]

@@ -53,6 +53,25 @@ func (c *Cache) Truncate(n int) error {
 	return nil
 }
 
+// Fork returns a new cache holding a copy of the first n positions of c:
+// another sequence that starts with the same tokens continues from there
+// without running them again (prefix caching). c is unchanged.
+func (c *Cache) Fork(n int) (*Cache, error) {
+	if n < 0 || n > c.kv.n {
+		return nil, fmt.Errorf("%w: fork %d positions, the cache holds %d", ErrInput, n, c.kv.n)
+	}
+	cfg := c.m.cfg
+	w := n * cfg.NumKeyValueHeads * cfg.HeadDim
+	f := c.m.NewCache()
+	for l := range c.kv.k {
+		f.kv.k[l] = append(make([]float32, 0, w+w/4), c.kv.k[l][:w]...)
+		f.kv.v[l] = append(make([]float32, 0, w+w/4), c.kv.v[l][:w]...)
+	}
+	f.kv.n = n
+	f.rope = c.rope // never written in place: growing it makes a new table
+	return f, nil
+}
+
 // Extend runs ids at the next positions of the cache and returns the
 // logits (before temperature, one per id of the model's Support) that
 // predict the token after the last of them, and the routing of the new

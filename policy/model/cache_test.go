@@ -88,3 +88,45 @@ func TestCacheMatchesFullForward(t *testing.T) {
 		})
 	}
 }
+
+// TestCacheFork checks that a fork holds the prefix (a step from it gives
+// the bits of the same step on an unforked cache), that the two caches
+// then grow independently, and that forks past the end are errors.
+func TestCacheFork(t *testing.T) {
+	c := tinyMoE(true)
+	m := &Model{cfg: c, p: randomParams[float32](c, 61), be: backend.NewCPU()}
+	ids := []int32{3, 1, 4, 1, 5, 9, 2, 6, 5, 3}
+	src, twin := m.NewCache(), m.NewCache()
+	for _, cc := range []*Cache{src, twin} {
+		if _, err := m.Step([]StepInput{{Cache: cc, IDs: ids[:7]}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := src.Fork(5)
+	if err != nil || f.Len() != 5 || src.Len() != 7 {
+		t.Fatalf("fork: %v, lengths %d and %d", err, f.Len(), src.Len())
+	}
+	ref := m.NewCache()
+	for _, in := range [][]StepInput{{{Cache: f, IDs: ids[5:]}}, {{Cache: ref, IDs: ids}}} {
+		if _, err := m.Step(in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step := func(cc *Cache) StepOutput {
+		out, err := m.Step([]StepInput{{Cache: cc, IDs: []int32{7}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out[0]
+	}
+	a, b := step(f), step(ref)
+	if fmt.Sprint(a.Logits) != fmt.Sprint(b.Logits) || fmt.Sprint(a.Routing) != fmt.Sprint(b.Routing) {
+		t.Fatal("a step from a fork differs from the same step on its own cache")
+	}
+	if fmt.Sprint(step(src).Logits) != fmt.Sprint(step(twin).Logits) {
+		t.Fatal("growing the fork changed the cache it came from")
+	}
+	if _, err := src.Fork(9); err == nil {
+		t.Error("a fork past the cache's end: no error")
+	}
+}

@@ -63,10 +63,17 @@ func forwardFLOPs(c Config, seq, batch int) float64 {
 	return perTok * S * float64(batch)
 }
 
-func report(b *testing.B, start time.Time, flops float64, tokens int) {
+// report prints tokens/s and GFLOP/s over wall time and tokens/cpu-s over
+// the process's CPU time (user + system, every thread) since cpu0: the
+// figure a shared machine dilutes least, and the one compared with
+// PyTorch's tokens/cpu-s (bench/tiny_train.py) in the same run.
+func report(b *testing.B, start time.Time, cpu0 time.Duration, flops float64, tokens int) {
 	sec := time.Since(start).Seconds() / float64(b.N)
 	b.ReportMetric(float64(tokens)/sec, "tokens/s")
 	b.ReportMetric(flops/sec/1e9, "GFLOP/s")
+	if cpu := (processCPUTime() - cpu0).Seconds() / float64(b.N); cpu > 0 {
+		b.ReportMetric(float64(tokens)/cpu, "tokens/cpu-s")
+	}
 }
 
 func benchTrain(b *testing.B, cfgFile string, seq, batch int) {
@@ -77,7 +84,7 @@ func benchTrain(b *testing.B, cfgFile string, seq, batch int) {
 	}
 	g := m.NewGrads()
 	b.ResetTimer()
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPUTime()
 	for range b.N {
 		g.Zero()
 		if _, err := m.Backward(seqs, ws, g); err != nil {
@@ -87,19 +94,19 @@ func benchTrain(b *testing.B, cfgFile string, seq, batch int) {
 			b.Fatal(err)
 		}
 	}
-	report(b, start, 3*forwardFLOPs(m.cfg, seq, batch), seq*batch)
+	report(b, start, cpu0, 3*forwardFLOPs(m.cfg, seq, batch), seq*batch)
 }
 
 func benchLogprobs(b *testing.B, cfgFile string, seq, batch int) {
 	m, seqs, _ := benchModel(b, cfgFile, seq, batch)
 	b.ResetTimer()
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPUTime()
 	for range b.N {
 		if _, err := m.Logprobs(seqs); err != nil {
 			b.Fatal(err)
 		}
 	}
-	report(b, start, forwardFLOPs(m.cfg, seq, batch), seq*batch)
+	report(b, start, cpu0, forwardFLOPs(m.cfg, seq, batch), seq*batch)
 }
 
 // BenchmarkTrainStep is one optimizer step (forward, backward, AdamW with

@@ -180,7 +180,10 @@ func (st *step) layer(l, moeIdx int, x []float32) []float32 {
 	q, _ = rmsnorm(st.m.be, q, R*H, hd, lp.qNorm.data, c.RMSNormEps)
 	k, _ = rmsnorm(st.m.be, k, R*KV, hd, lp.kNorm.data, c.RMSNormEps)
 	attn := make([]float32, R*H*hd)
-	type task struct{ i, row0, t, h int }
+	// One task per head and block of up to attnRows query rows of one
+	// input: their scores are one RowDots product.
+	const attnRows = 4
+	type task struct{ i, row0, t0, nt, h int }
 	var tasks []task
 	st.spans(func(i, row0 int) {
 		s := st.in[i]
@@ -189,18 +192,17 @@ func (st *step) layer(l, moeIdx int, x []float32) []float32 {
 		s.Cache.rope.apply(q[row0*H*hd:], pos0, n, H, false)
 		s.Cache.rope.apply(k[row0*KV*hd:], pos0, n, KV, false)
 		s.Cache.kv.append(l, k[row0*KV*hd:(row0+n)*KV*hd], v[row0*KV*hd:(row0+n)*KV*hd])
-		for t := range n {
+		for t0 := 0; t0 < n; t0 += attnRows {
 			for h := range H {
-				tasks = append(tasks, task{i, row0, t, h})
+				tasks = append(tasks, task{i, row0, t0, min(attnRows, n-t0), h})
 			}
 		}
 	})
 	backend.ParallelFor(len(tasks), func(j int) {
 		tk := tasks[j]
 		kv := &st.in[tk.i].Cache.kv
-		r := tk.row0 + tk.t
-		off := (r*H + tk.h) * hd
-		attendRow(c, q[off:off+hd], kv.k[l], kv.v[l], kv.n+tk.t, tk.h, attn[off:off+hd])
+		off := ((tk.row0+tk.t0)*H + tk.h) * hd
+		attendRows(c, q[off:], H*hd, tk.nt, kv.k[l], kv.v[l], kv.n+tk.t0, tk.h, attn[off:])
 	})
 	h := st.rowLinear(attn, R, H*hd, lp.o.data, d)
 	for i := range h {
@@ -219,42 +221,36 @@ func (st *step) layer(l, moeIdx int, x []float32) []float32 {
 	return out
 }
 
-// attendRow computes the attention output of one query row q [hd] of head
-// h at position last over the keys and values k, v [positions, KV*hd] at
-// positions 0..last, in position order, into out [hd].
-func attendRow(c *Config, q, k, v []float32, last, h int, out []float32) {
+// attendRows computes the attention output of nq query rows of head h,
+// q [nq rows ld apart, hd each], at positions first..first+nq-1, over the
+// keys and values k, v [positions, KV*hd] in position order, into out
+// (rows ld apart). Each row's numbers are those it gets alone: its scores
+// are Dot's bits (kernels.RowDots), its softmax and weighted sum its own.
+func attendRows(c *Config, q []float32, ld, nq int, k, v []float32, first, h int, out []float32) {
 	KV, hd := c.NumKeyValueHeads, c.HeadDim
 	kh := h / (c.NumAttentionHeads / KV)
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	p := make([]float32, last+1)
-	mx := float32(math.Inf(-1))
-	for j := range p {
-		s := scale * kernels.Dot(q, k[j*KV*hd+kh*hd:])
-		p[j] = s
-		mx = max(mx, s)
+	N := first + nq // the keys the last row sees
+	s := make([]float32, nq*N)
+	kernels.RowDots(s, N, q, ld, nq, k[kh*hd:], KV*hd, N, hd)
+	for r := range nq {
+		p := s[r*N : r*N+first+r+1]
+		for j := range p {
+			p[j] *= scale
+		}
+		inv := float32(1 / backend.ExpShift(p, 1, float64(kernels.Max(p))))
+		kernels.Scale(p, inv)
 	}
-	inv := float32(1 / backend.ExpShift(p, 1, float64(mx)))
-	out = out[:hd]
-	clear(out)
-	for j, pj := range p {
-		axpy(pj*inv, v[j*KV*hd+kh*hd:j*KV*hd+kh*hd+hd], out)
-	}
-}
-
-// axpy adds a*x to y elementwise, len(y) == len(x), four at a time (one
-// rounding per element either way: the order within y does not matter).
-func axpy(a float32, x, y []float32) {
-	y = y[:len(x)]
-	i := 0
-	for ; i+4 <= len(x); i += 4 {
-		xs, ys := x[i:i+4:i+4], y[i:i+4:i+4]
-		ys[0] += a * xs[0]
-		ys[1] += a * xs[1]
-		ys[2] += a * xs[2]
-		ys[3] += a * xs[3]
-	}
-	for ; i < len(x); i++ {
-		y[i] += a * x[i]
+	// The weighted sum of the values, one fused multiply-add per element
+	// and key, keys in position order: the keys every row sees together,
+	// then each row's own last ones.
+	vh := v[kh*hd:]
+	kernels.WeightedSum(out, ld, s, N, nq, first+1, vh, KV*hd, hd)
+	for r := 1; r < nq; r++ {
+		o := out[r*ld : r*ld+hd]
+		for j := first + 1; j <= first+r; j++ {
+			kernels.Axpy(s[r*N+j], vh[j*KV*hd:j*KV*hd+hd], o)
+		}
 	}
 }
 

@@ -21,7 +21,22 @@ import os
 import sys
 import time
 
-import torch
+
+def _threads_arg():
+    for i, a in enumerate(sys.argv):
+        if a == "--threads" and i + 1 < len(sys.argv):
+            return sys.argv[i + 1]
+        if a.startswith("--threads="):
+            return a.split("=", 1)[1]
+    return "1"
+
+
+# Debian's torch calls OpenBLAS, whose pthread pool ignores
+# torch.set_num_threads; pin it (before torch loads it) to the same count.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", _threads_arg())
+os.environ.setdefault("OMP_NUM_THREADS", _threads_arg())
+
+import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import qwen3_ref  # noqa: E402
