@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -290,4 +291,60 @@ func TestRunConfigErrors(t *testing.T) {
 			t.Errorf("%s was created", p)
 		}
 	}
+}
+
+// TestResultsMatchSummaries: every figure docs/RESULTS.md quotes from a
+// run comes from the summary the run wrote (docs/results/NAME.summary.json,
+// committed next to NAME.json): for each before/after comparison of a
+// summary, RESULTS.md has a line naming NAME.json with "before -> after"
+// as the summary has them. The checker itself is tested on a summary the
+// document contradicts.
+func TestResultsMatchSummaries(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/RESULTS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob("../../docs/results/*.summary.json")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bad := resultsMismatch(string(doc), strings.TrimSuffix(filepath.Base(f), ".summary.json")+".json", b); bad != "" {
+			t.Errorf("%s: %s", f, bad)
+		}
+	}
+	summary := []byte(`{"comparisons": [{"harness": "bash", "split": "heldout", "mode": "t1", "before": 0.25, "after": 0.4}]}`)
+	if bad := resultsMismatch("| `x.json` bash | 0.250 -> 0.400 |\n", "x.json", summary); bad != "" {
+		t.Errorf("a matching document: %s", bad)
+	}
+	if bad := resultsMismatch("| `x.json` bash | 0.250 -> 0.410 |\n", "x.json", summary); bad == "" {
+		t.Error("a document quoting 0.410 for a summary's 0.400 passed")
+	}
+}
+
+// resultsMismatch returns what doc lacks of a summary's comparisons, or "".
+func resultsMismatch(doc, config string, summary []byte) string {
+	var s struct {
+		Comparisons []struct {
+			Harness, Split, Mode string
+			Before, After        float64
+		} `json:"comparisons"`
+	}
+	if err := json.Unmarshal(summary, &s); err != nil {
+		return err.Error()
+	}
+	var lines []string
+	for _, l := range strings.Split(doc, "\n") {
+		if strings.Contains(l, config) {
+			lines = append(lines, l)
+		}
+	}
+	for _, c := range s.Comparisons {
+		want := fmt.Sprintf("%.3f -> %.3f", c.Before, c.After)
+		if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, want) }) {
+			return fmt.Sprintf("RESULTS.md has no line naming %s with %s (%s %s %s)", config, want, c.Harness, c.Split, c.Mode)
+		}
+	}
+	return ""
 }
