@@ -114,6 +114,7 @@ func TestS3PutFaults(t *testing.T) {
 			px.clear()
 			if tt.wantErr {
 				wantOneLine(t, err, key)
+				t.Logf("put failed: %v", err)
 				wantAbsent(t, direct, key)
 				return
 			}
@@ -166,6 +167,7 @@ func TestS3GetFaults(t *testing.T) {
 			}
 			if tt.wantErr {
 				wantOneLine(t, err, "get/obj")
+				t.Logf("get failed: %v", err)
 				if len(got) >= len(data) {
 					t.Fatalf("a failed read returned %d bytes", len(got))
 				}
