@@ -212,7 +212,7 @@ func TestS3ServerRestartMidMultipart(t *testing.T) {
 	bucket := s3test.NewBucketName()
 	st := viaFaults(t, srv, px, bucket, 0, true)
 	restarts := 0
-	px.add(faultRule{name: "restart", match: isPart(2), kind: restart, after: 1 << 20, times: 1, hook: func() error {
+	px.add(faultRule{name: "restart", match: isPart(2), kind: restart, after: 16 << 10, times: 1, hook: func() error {
 		restarts++
 		return srv.Restart()
 	}})
@@ -228,6 +228,7 @@ func TestS3ServerRestartMidMultipart(t *testing.T) {
 	if restarts != 1 {
 		t.Fatalf("server restarted %d times, want 1", restarts)
 	}
+	t.Logf("%d-byte file, %d requests through the proxy, server restarted after 16 KiB of part 2", e.Size, px.requests.Load())
 	mustCommit(t, st, ref, e)
 
 	direct, err := storage.OpenS3(ctx, bucket, "", srv.Options(false))
