@@ -3,6 +3,8 @@ package storage
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -55,6 +57,10 @@ func OpenS3(ctx context.Context, bucket, prefix string, opts Options) (*S3Store,
 	if region == "" {
 		region = "us-east-1"
 	}
+	retries := opts.S3Retries
+	if retries <= 0 {
+		retries = 10
+	}
 	var creds *credentials.Credentials
 	if opts.AccessKey != "" {
 		creds = credentials.NewStaticV4(opts.AccessKey, opts.SecretKey, opts.SessionToken)
@@ -66,7 +72,7 @@ func OpenS3(ctx context.Context, bucket, prefix string, opts Options) (*S3Store,
 		Secure:       u.Scheme == "https",
 		Region:       region,
 		BucketLookup: minio.BucketLookupPath,
-		MaxRetries:   3,
+		MaxRetries:   retries,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("storage: s3 endpoint %s: %w", endpoint, err)
@@ -123,6 +129,7 @@ func (s *S3Store) Put(ctx context.Context, key string, body io.Reader, size int6
 	if err != nil {
 		return err
 	}
+	token := newPutToken()
 	ps := s.partSize()
 	if size < 0 {
 		// Unknown size: buffer one part to choose between one PUT and parts.
@@ -132,22 +139,57 @@ func (s *S3Store) Put(ctx context.Context, key string, body io.Reader, size int6
 		case rerr == io.EOF || rerr == io.ErrUnexpectedEOF:
 			body, size = bytes.NewReader(buf[:n]), int64(n)
 		case rerr != nil:
-			return s.putErr(ctx, key, fmt.Errorf("read body: %w", rerr))
+			return s.putErr(ctx, key, obj, token, fmt.Errorf("read body: %w", rerr))
 		default:
 			body = io.MultiReader(bytes.NewReader(buf), body)
 		}
 	}
 	if size >= 0 && size <= ps {
-		opts := s.putOptions(key)
+		if _, ok := body.(interface {
+			io.ReaderAt
+			io.Seeker
+		}); !ok {
+			// minio-go retries a request only when it can rewind the
+			// body: hold a body that cannot rewind in memory (one part
+			// at most).
+			buf := make([]byte, size)
+			if _, err := io.ReadFull(body, buf); err != nil {
+				return s.putErr(ctx, key, obj, token, fmt.Errorf("read body: %w", err))
+			}
+			body = bytes.NewReader(buf)
+		}
+		opts := s.putOptions(key, token)
 		opts.DisableMultipart = true // size <= ps: one PUT
 		_, err = s.client.PutObject(ctx, s.bucket, obj, body, size, opts)
 	} else {
-		err = s.putMultipart(ctx, key, obj, body, size, ps)
+		err = s.putMultipart(ctx, key, obj, token, body, size, ps)
 	}
 	if err != nil {
-		return s.putErr(ctx, key, err)
+		return s.putErr(ctx, key, obj, token, err)
 	}
 	return nil
+}
+
+// putTokenMeta is the user metadata under which every put stores a random
+// token of its own (x-amz-meta-legorl-put). A request whose answer was lost
+// (a connection reset after the server stored the object) is retried, and
+// the retry meets the object its first try stored: 412, or NoSuchUpload for
+// a completed multipart upload. The token tells that object from another
+// writer's, so the put reports success exactly when the object at the key is
+// its own.
+const putTokenMeta = "Legorl-Put"
+
+func newPutToken() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// landed reports whether the object at obj was stored by the put that
+// carried token.
+func (s *S3Store) landed(ctx context.Context, obj, token string) bool {
+	info, err := s.client.StatObject(ctx, s.bucket, obj, minio.StatObjectOptions{})
+	return err == nil && info.Metadata.Get("X-Amz-Meta-"+putTokenMeta) == token
 }
 
 // minPartSize is the smallest part S3 accepts (every part but the last).
@@ -168,17 +210,17 @@ func (s *S3Store) partSize() int64 {
 	return int64(s.PartSize)
 }
 
-func (s *S3Store) putOptions(key string) minio.PutObjectOptions {
-	opts := minio.PutObjectOptions{ContentType: contentType(key)}
+func (s *S3Store) putOptions(key, token string) minio.PutObjectOptions {
+	opts := minio.PutObjectOptions{ContentType: contentType(key), UserMetadata: map[string]string{putTokenMeta: token}}
 	opts.SetMatchETagExcept("*") // If-None-Match: *
 	return opts
 }
 
 // putMultipart uploads body (size bytes, or up to EOF when size < 0) in
 // parts of partSize bytes and completes the upload under If-None-Match: *.
-func (s *S3Store) putMultipart(ctx context.Context, key, obj string, body io.Reader, size, partSize int64) (err error) {
+func (s *S3Store) putMultipart(ctx context.Context, key, obj, token string, body io.Reader, size, partSize int64) (err error) {
 	core := minio.Core{Client: s.client}
-	opts := s.putOptions(key)
+	opts := s.putOptions(key, token)
 	id, err := core.NewMultipartUpload(ctx, s.bucket, obj, opts)
 	if err != nil {
 		return err
@@ -232,9 +274,14 @@ func (s *S3Store) putMultipart(ctx context.Context, key, obj string, body io.Rea
 	return err
 }
 
-// putErr maps a put failure to ErrExists (412 Precondition Failed), the
-// context's error, or a one-line error naming the key.
-func (s *S3Store) putErr(ctx context.Context, key string, err error) error {
+// putErr maps a put failure to success when the object at the key is the
+// put's own (an earlier try landed and its answer was lost), to ErrExists
+// (412 Precondition Failed), to the context's error, or to a one-line error
+// naming the key.
+func (s *S3Store) putErr(ctx context.Context, key, obj, token string, err error) error {
+	if ctx.Err() == nil && s.landed(ctx, obj, token) {
+		return nil
+	}
 	if isPreconditionFailed(err) {
 		return fmt.Errorf("%w: %s", ErrExists, key)
 	}
@@ -261,15 +308,85 @@ func (s *S3Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 		return nil, s.opErr(ctx, "get", key, err)
 	}
 	// GetObject is lazy: Stat forces the request so a missing key fails here.
-	if _, err := o.Stat(); err != nil {
+	info, err := o.Stat()
+	if err != nil {
 		o.Close()
 		if minio.ToErrorResponse(err).Code == "NoSuchKey" {
 			return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
 		}
 		return nil, s.opErr(ctx, "get", key, err)
 	}
-	return o, nil
+	return &s3Reader{s: s, ctx: ctx, key: key, obj: obj, etag: info.ETag, size: info.Size, o: o}, nil
 }
+
+// maxResumes bounds how often an s3Reader reopens the object in a row
+// without reading a byte.
+const maxResumes = 5
+
+// s3Reader reads an object and, when the connection breaks mid-body,
+// reopens it at the offset reached (a Range request, If-Match the first
+// answer's ETag), so a reset download costs a request, not the read. It
+// returns io.EOF only after exactly the object's size was read: a reader
+// never sees part of an object as if it were the whole.
+type s3Reader struct {
+	s         *S3Store
+	ctx       context.Context
+	key, obj  string
+	etag      string
+	size, off int64
+	o         *minio.Object
+	fails     int
+	err       error // sticky
+}
+
+func (r *s3Reader) Read(p []byte) (int, error) {
+	for r.err == nil {
+		n, err := r.o.Read(p)
+		r.off += int64(n)
+		if n > 0 {
+			r.fails = 0
+		}
+		switch {
+		case err == io.EOF && r.off == r.size:
+			return n, io.EOF
+		case err == io.EOF:
+			err = io.ErrUnexpectedEOF
+		case err == nil:
+			return n, nil
+		}
+		if r.off > r.size {
+			r.err = fmt.Errorf("storage: get %s/%s: read %d bytes of a %d-byte object", r.s.URI(), r.key, r.off, r.size)
+		} else if cerr := r.ctx.Err(); cerr != nil {
+			r.err = r.s.opErr(r.ctx, "get", r.key, cerr)
+		} else if r.fails++; r.fails > maxResumes {
+			r.err = fmt.Errorf("storage: get %s/%s: broken at byte %d of %d %d times in a row: %s", r.s.URI(), r.key, r.off, r.size, maxResumes+1, oneLine(err))
+		} else {
+			r.err = r.reopen()
+		}
+		if n > 0 {
+			return n, nil // the error, if any, comes with the next read
+		}
+	}
+	return 0, r.err
+}
+
+// reopen continues the object at r.off.
+func (r *s3Reader) reopen() error {
+	r.o.Close()
+	var opts minio.GetObjectOptions
+	opts.SetMatchETag(r.etag)
+	if r.off > 0 {
+		opts.SetRange(r.off, 0) // bytes=off-
+	}
+	o, err := r.s.client.GetObject(r.ctx, r.s.bucket, r.obj, opts)
+	if err != nil {
+		return r.s.opErr(r.ctx, "get", r.key, err)
+	}
+	r.o = o
+	return nil
+}
+
+func (r *s3Reader) Close() error { return r.o.Close() }
 
 // List implements Lister.
 func (s *S3Store) List(ctx context.Context, prefix string) ([]string, error) {

@@ -81,7 +81,12 @@ func bucketOf(st storage.Store) string { return strings.TrimPrefix(st.URI(), "s3
 // rawS3 is a plain minio-go client of the test server.
 func rawS3(t *testing.T) minio.Core {
 	t.Helper()
-	srv := s3test.Endpoint(t)
+	return rawS3On(t, s3test.Endpoint(t))
+}
+
+// rawS3On is a plain minio-go client of srv.
+func rawS3On(t *testing.T, srv *s3test.Server) minio.Core {
+	t.Helper()
 	u, _ := url.Parse(srv.URL)
 	c, err := minio.New(u.Host, &minio.Options{
 		Creds: credentials.NewStaticV4(srv.AccessKey, srv.SecretKey, ""), Region: srv.Region,
@@ -97,8 +102,14 @@ func rawS3(t *testing.T) minio.Core {
 // completed nor aborted.
 func pendingUploads(t *testing.T, bucket string) int {
 	t.Helper()
+	return pendingUploadsOn(t, s3test.Endpoint(t), bucket)
+}
+
+// pendingUploadsOn counts the unfinished multipart uploads of bucket on srv.
+func pendingUploadsOn(t *testing.T, srv *s3test.Server, bucket string) int {
+	t.Helper()
 	n := 0
-	for u := range rawS3(t).ListIncompleteUploads(context.Background(), bucket, "", true) {
+	for u := range rawS3On(t, srv).ListIncompleteUploads(context.Background(), bucket, "", true) {
 		if u.Err != nil {
 			t.Fatalf("list uploads: %v", u.Err)
 		}

@@ -97,6 +97,11 @@ type Options struct {
 	AccessKey, SecretKey, SessionToken string
 	// Region is the S3 region. Defaults to us-east-1.
 	Region string
+	// S3Retries is how many times one S3 request is tried before it fails:
+	// connection errors, 5xx answers and throttling (503 SlowDown) are
+	// retried with exponential backoff and jitter (200 ms doubling up to
+	// 1 s). Defaults to 10.
+	S3Retries int
 	// CreateBucket makes Open create a missing bucket instead of failing.
 	// Defaults to false.
 	CreateBucket bool

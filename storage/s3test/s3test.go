@@ -34,8 +34,11 @@ type Server struct {
 	Region    string
 	external  bool
 
-	cmd *exec.Cmd
-	dir string
+	cmd    *exec.Cmd
+	exited chan error
+	bin    string
+	port   int
+	dir    string
 }
 
 var (
@@ -95,6 +98,23 @@ func start() (*Server, error) {
 			Region: firstNonEmpty(os.Getenv("AWS_REGION"), "us-east-1"),
 		}, nil
 	}
+	return startVersitygw()
+}
+
+// Private starts a versitygw server of the test's own, stopped when the
+// test ends, for tests that stop and restart it (Restart). It fails the
+// test when versitygw cannot start; an external endpoint cannot stand in.
+func Private(tb testing.TB) *Server {
+	tb.Helper()
+	s, err := startVersitygw()
+	if err != nil {
+		tb.Fatalf("s3test: no S3 server: %v", err)
+	}
+	tb.Cleanup(s.stop)
+	return s
+}
+
+func startVersitygw() (*Server, error) {
 	bin, err := versitygw()
 	if err != nil {
 		return nil, err
@@ -109,43 +129,70 @@ func start() (*Server, error) {
 	}
 	s := &Server{
 		URL: fmt.Sprintf("http://127.0.0.1:%d", port), AccessKey: "legorltest", SecretKey: "legorltestsecret",
-		Region: "us-east-1", dir: dir,
+		Region: "us-east-1", dir: dir, bin: bin, port: port,
 	}
-	s.cmd = exec.Command(bin, "--access", s.AccessKey, "--secret", s.SecretKey,
-		"--port", fmt.Sprintf("127.0.0.1:%d", port), "--quiet", "posix", filepath.Join(dir))
+	if err := s.launch(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return s, nil
+}
+
+// launch starts the server process and waits until it answers.
+func (s *Server) launch() error {
+	s.cmd = exec.Command(s.bin, "--access", s.AccessKey, "--secret", s.SecretKey,
+		"--port", fmt.Sprintf("127.0.0.1:%d", s.port), "--quiet", "posix", s.dir)
 	s.cmd.Stdout, s.cmd.Stderr = os.Stderr, os.Stderr
 	if err := s.cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("start %s: %w", bin, err)
+		return fmt.Errorf("start %s: %w", s.bin, err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- s.cmd.Wait() }()
+	s.exited = exited
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		resp, err := http.Get(s.URL + "/")
 		if err == nil {
 			resp.Body.Close()
-			return s, nil
+			return nil
 		}
 		select {
 		case err := <-exited:
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("%s exited at start: %v", bin, err)
+			s.cmd = nil
+			return fmt.Errorf("%s exited at start: %v", s.bin, err)
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			s.stop()
-			return nil, fmt.Errorf("%s did not answer on %s within 15s", bin, s.URL)
+			s.kill()
+			return fmt.Errorf("%s did not answer on %s within 15s", s.bin, s.URL)
 		}
 	}
 }
 
-func (s *Server) stop() {
-	if s.external || s.cmd == nil || s.cmd.Process == nil {
+// Restart kills the server (SIGKILL: no clean shutdown) and starts it again
+// on the same address and data folder.
+func (s *Server) Restart() error {
+	if s.external || s.bin == "" {
+		return errors.New("s3test: only a server started by s3test can be restarted")
+	}
+	s.kill()
+	return s.launch()
+}
+
+func (s *Server) kill() {
+	if s.cmd == nil || s.cmd.Process == nil {
 		return
 	}
 	s.cmd.Process.Kill()
-	s.cmd.Process.Wait()
+	<-s.exited
+	s.cmd = nil
+}
+
+func (s *Server) stop() {
+	if s.external {
+		return
+	}
+	s.kill()
 	os.RemoveAll(s.dir)
 }
 
