@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -106,14 +107,102 @@ func kindName(k byte) string {
 }
 
 // jsonStringValue decodes a JSON string that the request's decode has
-// already checked; one without escapes is its bytes between the quotes.
+// already checked: unquoteJSON on the common case (no surrogate escapes,
+// valid UTF-8), encoding/json otherwise.
 func jsonStringValue(raw json.RawMessage, path string) (string, *apiError) {
 	raw = bytes.TrimSpace(raw)
-	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' && bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
-		return string(raw[1 : len(raw)-1]), nil
+	if s, ok := unquoteJSON(raw); ok {
+		return s, nil
 	}
 	var s string
 	return s, unmarshalAt(raw, &s, path)
+}
+
+// unquoteJSON decodes a JSON string literal without encoding/json's
+// validating scan and reflection: message contents are most of a request's
+// bytes and all of them are strings. It reports false for anything it
+// does not decode exactly as encoding/json would (invalid UTF-8, which
+// encoding/json replaces; surrogate escapes; malformed literals): the
+// caller falls back to encoding/json.
+func unquoteJSON(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	s := raw[1 : len(raw)-1]
+	if bytes.IndexByte(s, '\\') < 0 {
+		for _, c := range s {
+			if c < 0x20 || c == '"' {
+				return "", false
+			}
+		}
+		if !utf8.Valid(s) {
+			return "", false
+		}
+		return string(s), true
+	}
+	if !utf8.Valid(s) {
+		return "", false
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c != '\\' {
+			if c < 0x20 || c == '"' {
+				return "", false
+			}
+			j := i + 1
+			for j < len(s) && s[j] != '\\' && s[j] != '"' && s[j] >= 0x20 {
+				j++
+			}
+			b = append(b, s[i:j]...)
+			i = j
+			continue
+		}
+		if i+1 >= len(s) {
+			return "", false
+		}
+		switch e := s[i+1]; e {
+		case '"', '\\', '/':
+			b = append(b, e)
+		case 'b':
+			b = append(b, '\b')
+		case 'f':
+			b = append(b, '\f')
+		case 'n':
+			b = append(b, '\n')
+		case 'r':
+			b = append(b, '\r')
+		case 't':
+			b = append(b, '\t')
+		case 'u':
+			if i+6 > len(s) {
+				return "", false
+			}
+			var r rune
+			for _, h := range s[i+2 : i+6] {
+				switch {
+				case '0' <= h && h <= '9':
+					r = r<<4 | rune(h-'0')
+				case 'a' <= h && h <= 'f':
+					r = r<<4 | rune(h-'a'+10)
+				case 'A' <= h && h <= 'F':
+					r = r<<4 | rune(h-'A'+10)
+				default:
+					return "", false
+				}
+			}
+			if utf16.IsSurrogate(r) {
+				return "", false
+			}
+			b = utf8.AppendRune(b, r)
+			i += 6
+			continue
+		default:
+			return "", false
+		}
+		i += 2
+	}
+	return string(b), true
 }
 
 // indexPath is "path[i]".
