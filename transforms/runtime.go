@@ -166,7 +166,7 @@ func newRuntime(ctx context.Context, cfg Config) (*runtime, error) {
 		Remote:  rollout.Remote{Kind: cfg.RemoteKind, URL: cfg.RemoteURL},
 		Compute: cfg.Compute, Precision: cfg.Precision, Template: cfg.Template, MaxTokens: cfg.MaxTokens,
 		Sampling: infer.Sampling{Temperature: 1, TopP: 1, TopK: cfg.TopK},
-		Sandbox: cfg.Backend, Metrics: rollout.Metrics{Engine: met.Engine, Proxy: met.Proxy, Sandbox: met.Sandbox}})
+		Sandbox:  cfg.Backend, Metrics: rollout.Metrics{Engine: met.Engine, Proxy: met.Proxy, Sandbox: met.Sandbox}})
 	if err != nil {
 		if errors.Is(err, rollout.ErrOptions) {
 			err = fmt.Errorf("%w: %w", ErrConfig, err)
