@@ -10,8 +10,8 @@ import (
 	"github.com/legorl/legorl/tasks/builtin"
 )
 
-// A demonstration of the bash agent on the first training task of a
-// generated suite: its assistant turns.
+// A demonstration of the bash agent on the first task of a generated
+// suite's training pools (sft or train): its assistant turns.
 func ExampleSolve() {
 	dir, _ := os.MkdirTemp("", "suite")
 	defer os.RemoveAll(dir)
@@ -22,7 +22,7 @@ func ExampleSolve() {
 		return
 	}
 	for i := range ins {
-		if ins[i].Split != tasks.SplitTrain {
+		if ins[i].Split != tasks.SplitSFT && ins[i].Split != tasks.SplitTrain {
 			continue
 		}
 		d, err := scripted.Solve(ctx, dir, &ins[i], "bash", scripted.Options{})
@@ -38,7 +38,7 @@ func ExampleSolve() {
 		return
 	}
 	// Output:
-	// "Let me read `billing.py`, where the issue points.\n\n```bash\ncat billing.py\n```"
-	// "The bug is on line 14:\n`total -= v`\nIt should read:\n`total += v`\nI'll fix it with sed.\n\n```bash\nsed -i 's/total -= v/total += v/' billing.py\n```"
+	// "Let me read the file the issue names.\n\n```bash\ncat eager_pocket.py\n```"
+	// "The bug is on line 6. I'll fix it with sed.\n\n```bash\nsed -i 's/        total -= v/        total += v/' eager_pocket.py\n```"
 	// "The fix is in place. Submitting.\n\n```bash\necho COMPLETE_TASK_AND_SUBMIT\n```"
 }

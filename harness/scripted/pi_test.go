@@ -30,7 +30,7 @@ func TestHarnessPiDemos(t *testing.T) {
 	langs := map[string]int{}
 	for i := range ins {
 		in := &ins[i]
-		if in.Split != tasks.SplitTrain || langs[in.Language] >= 2 {
+		if (in.Split != tasks.SplitTrain && in.Split != tasks.SplitSFT) || langs[in.Language] >= 2 {
 			continue
 		}
 		langs[in.Language]++
@@ -116,7 +116,7 @@ func checkPiShape(t *testing.T, d *scripted.Demo) {
 // fails at once with one line naming the cache and make test-harnesses.
 func TestPiNotInstalled(t *testing.T) {
 	dir, ins := suite(t, 6)
-	i := slices.IndexFunc(ins, func(in tasks.Instance) bool { return in.Split == tasks.SplitTrain })
+	i := slices.IndexFunc(ins, func(in tasks.Instance) bool { return in.Split == tasks.SplitTrain || in.Split == tasks.SplitSFT })
 	if i < 0 {
 		t.Fatal("no training instance")
 	}

@@ -355,12 +355,13 @@ func bashScript(edits []edit, patch string) []reply {
 	for _, e := range edits {
 		paths = append(paths, e.Path)
 	}
-	out := []reply{{Content: fmt.Sprintf("Let me read `%s`, where the issue points.\n\n```bash\ncat %s\n```", strings.Join(paths, "`, `"), strings.Join(paths, " "))}}
+	// The replies are short, and what they copy (the file's name, the
+	// buggy line) appears in them as in the text it is copied from (after
+	// a space, with the line's indentation): a small model copies tokens.
+	out := []reply{{Content: fmt.Sprintf("Let me read the file the issue names.\n\n```bash\ncat %s\n```", strings.Join(paths, " "))}}
 	if len(edits) == 1 {
 		if cmd, ok := sedCommand(edits[0]); ok {
-			e := edits[0]
-			out = append(out, reply{Content: fmt.Sprintf("The bug is on line %d:\n`%s`\nIt should read:\n`%s`\nI'll fix it with sed.\n\n```bash\n%s\n```",
-				e.Line, strings.TrimSpace(e.Old), strings.TrimSpace(e.New), cmd)})
+			out = append(out, reply{Content: fmt.Sprintf("The bug is on line %d. I'll fix it with sed.\n\n```bash\n%s\n```", edits[0].Line, cmd)})
 		}
 	}
 	if len(out) == 1 {
@@ -370,7 +371,9 @@ func bashScript(edits []edit, patch string) []reply {
 }
 
 // sedCommand returns `sed -i 's/OLD/NEW/' PATH` for a one-line edit whose
-// trimmed old line occurs once in the file and keeps its indentation.
+// old line occurs once in the file and keeps its indentation. OLD and NEW
+// are whole lines, indentation included, so that each word is the token
+// it is in the file (BPE joins a word with the space before it).
 func sedCommand(e edit) (string, bool) {
 	if strings.Contains(e.Old, "\n") || strings.Contains(e.New, "\n") {
 		return "", false
@@ -379,11 +382,11 @@ func sedCommand(e edit) (string, bool) {
 	if oldT == "" || newT == "" || e.Old[:len(e.Old)-len(oldT)] != e.New[:len(e.New)-len(newT)] {
 		return "", false
 	}
-	if strings.ContainsAny(oldT+newT+e.Path, "'\t") {
+	if strings.ContainsAny(e.Old+e.New+e.Path, "'\t") {
 		return "", false
 	}
-	pat := strings.NewReplacer(`\`, `\\`, `/`, `\/`, `.`, `\.`, `*`, `\*`, `[`, `\[`, `^`, `\^`, `$`, `\$`).Replace(oldT)
-	rep := strings.NewReplacer(`\`, `\\`, `/`, `\/`, `&`, `\&`).Replace(newT)
+	pat := strings.NewReplacer(`\`, `\\`, `/`, `\/`, `.`, `\.`, `*`, `\*`, `[`, `\[`, `^`, `\^`, `$`, `\$`).Replace(e.Old)
+	rep := strings.NewReplacer(`\`, `\\`, `/`, `\/`, `&`, `\&`).Replace(e.New)
 	return fmt.Sprintf("sed -i 's/%s/%s/' %s", pat, rep, e.Path), true
 }
 

@@ -30,9 +30,10 @@ func suite(t *testing.T, n int) (string, []tasks.Instance) {
 func TestRefusesHeldout(t *testing.T) {
 	dir, ins := suite(t, 14)
 	seen := map[string]bool{}
+	training := func(split string) bool { return split == tasks.SplitTrain || split == tasks.SplitSFT }
 	for i := range ins {
 		in := &ins[i]
-		if in.Split == tasks.SplitTrain {
+		if training(in.Split) {
 			continue
 		}
 		seen[in.Split] = true
@@ -45,13 +46,15 @@ func TestRefusesHeldout(t *testing.T) {
 	if !seen[tasks.SplitHeldoutFamily] {
 		t.Errorf("no held-out family in the suite: %v", seen)
 	}
-	// A relabelled held-out instance is still refused.
+	// A relabelled held-out instance is still refused, as train or sft.
 	for i := range ins {
-		if ins[i].Split != tasks.SplitTrain {
-			in := ins[i]
-			in.Split = tasks.SplitTrain
-			if err := scripted.CheckTrain(&in); !errors.Is(err, scripted.ErrHeldout) {
-				t.Errorf("%s relabelled train: %v", in.InstanceID, err)
+		if !training(ins[i].Split) {
+			for _, split := range []string{tasks.SplitTrain, tasks.SplitSFT} {
+				in := ins[i]
+				in.Split = split
+				if err := scripted.CheckTrain(&in); !errors.Is(err, scripted.ErrHeldout) {
+					t.Errorf("%s relabelled %s: %v", in.InstanceID, split, err)
+				}
 			}
 		}
 	}
@@ -74,7 +77,7 @@ func TestDemosGrade(t *testing.T) {
 	langs := map[string]int{}
 	for i := range ins {
 		in := &ins[i]
-		if in.Split != tasks.SplitTrain || langs[in.Language] >= 2 {
+		if (in.Split != tasks.SplitTrain && in.Split != tasks.SplitSFT) || langs[in.Language] >= 2 {
 			continue
 		}
 		langs[in.Language]++

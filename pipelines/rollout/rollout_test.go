@@ -32,7 +32,7 @@ import (
 // the sandbox, where it runs as the agent when called that way.
 // allSplits rolls out every task of the fixtures: these tests are about
 // the pipeline's mechanics, not about which split trains.
-var allSplits = []string{tasks.SplitTrain, tasks.SplitHeldout, tasks.SplitHeldoutFamily}
+var allSplits = []string{tasks.SplitSFT, tasks.SplitTrain, tasks.SplitHeldout, tasks.SplitHeldoutFamily}
 
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && slices.Contains(agent.Names(), os.Args[1]) {

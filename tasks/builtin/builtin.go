@@ -337,11 +337,14 @@ func renderGo(mod string, bug fn, fill []fn, bugAt int, where string) (base, fix
 	return
 }
 
-// locations are the ways a statement names the file ({file}).
+// locations are the ways a statement names the file ({file}). The name
+// follows a space, not a backtick, as it does in the command that uses it
+// (`cat NAME`): a byte-level BPE tokenizes " silver" and "silver"
+// differently, and a small model copies tokens, not spellings.
 var locations = []string{
-	"The function is in `{file}`.",
-	"It is defined in `{file}`.",
-	"You will find it in `{file}`.",
+	"The function is in {file}.",
+	"It is defined in {file}.",
+	"You will find it in {file}.",
 }
 
 // paraphrase rewrites a template's statement, "PURPOSE, but FAILURE.",

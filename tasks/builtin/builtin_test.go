@@ -155,8 +155,8 @@ func TestSurfaceVaries(t *testing.T) {
 		default:
 			wordings["original"]++
 		}
-		for _, w := range []string{"The function is in `", "It is defined in `", "You will find it in `"} {
-			if strings.Contains(st, w+mod+".py`") {
+		for _, w := range []string{"The function is in ", "It is defined in ", "You will find it in "} {
+			if strings.Contains(st, w+mod+".py.") {
 				wordings[w]++
 			}
 		}
