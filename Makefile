@@ -71,7 +71,7 @@ TEST_FUZZ_TARGETS := ./storage:FuzzDecodeFile ./proxy:FuzzDecodeChat ./proxy:Fuz
 FUZZ_TARGETS := ./storage:FuzzDecodeFile ./policy/chat:FuzzQwen3Parse ./policy/chat:FuzzQwen3CoderParse ./policy/chat:FuzzPyJSON ./policy/tokenizer:FuzzEncodeDecode ./policy/tokenizer:FuzzParse \
 	./policy/safetensors:FuzzParseHeader ./policy/model:FuzzParseConfig ./policy/kernels:FuzzSgemm \
 	./sandbox/docker:FuzzExtractTar ./tasks:FuzzParsePatch \
-	./proxy:FuzzDecodeChat ./proxy:FuzzDecodeResponses ./proxy:FuzzDecodeMessages \
+	./proxy:FuzzDecodeChat ./proxy:FuzzDecodeResponses ./proxy:FuzzDecodeMessages ./proxy:FuzzUnquoteJSON \
 	./policy/remote:FuzzDecodeNPY ./policy/remote:FuzzSSE ./policy/remote:FuzzSanitize ./policy/remote:FuzzResponses
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 20s)

@@ -24,7 +24,7 @@ func TestAudit(t *testing.T) {
 	storeDir := filepath.Join(dir, "store")
 	store := "file://" + storeDir
 	code, _, stderr := runCLI(t, testEnv(nil), "rollout", "--tasks", suite, "--harness", "bash", "--policy", policy, "--group", "2",
-		"--store", store, "--run", "aud", "--max-turns", "2", "--max-tokens", "16", "--agent", self)
+		"--store", store, "--run", "aud", "--split", "sft,train", "--max-turns", "2", "--max-tokens", "16", "--agent", self)
 	if code != 0 {
 		t.Fatalf("rollout: exit %d: %s", code, stderr)
 	}

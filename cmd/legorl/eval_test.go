@@ -24,7 +24,7 @@ func TestEval(t *testing.T) {
 	self, _ := os.Executable()
 	store := "file://" + filepath.Join(dir, "store")
 	args := []string{"eval", "--tasks", suite, "--harness", "bash,tools", "--policy", policy, "--group", "2", "--store", store,
-		"--run", "ev", "--max-turns", "2", "--max-tokens", "16", "--agent", self, "--split", "train,heldout,heldout_family"}
+		"--run", "ev", "--max-turns", "2", "--max-tokens", "16", "--agent", self, "--split", "sft,train,heldout,heldout_family"}
 	var first string
 	for i := range 2 {
 		code, stdout, stderr := runCLI(t, testEnv(nil), args...)

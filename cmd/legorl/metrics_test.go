@@ -255,7 +255,7 @@ func TestRolloutPipelineMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := []string{"rollout", "--tasks", suite, "--harness", "bash", "--policy", testPolicy(t), "--group", "1",
-		"--store", "file://" + filepath.Join(dir, "store"), "--split", "train,heldout,heldout_family", "--run", "met",
+		"--store", "file://" + filepath.Join(dir, "store"), "--split", "sft,train,heldout,heldout_family", "--run", "met",
 		"--max-turns", "2", "--max-tokens", "16", "--agent", self, "--metrics-addr", "127.0.0.1:0"}
 	stderr := &lineWatcher{prefix: "legorl rollout: metrics at ", found: make(chan string, 1)}
 	var stdout syncBuffer

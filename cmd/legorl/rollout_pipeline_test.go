@@ -49,7 +49,7 @@ func TestRolloutPipelineKillResume(t *testing.T) {
 		}
 		storeDir = filepath.Join(dir, "store-"+strconv.Itoa(attempt))
 		args = []string{"rollout", "--tasks", suite, "--harness", "bash", "--policy", policy, "--group", "1", "--parallel", "1",
-			"--store", "file://" + storeDir, "--split", "train,heldout,heldout_family", "--run", "kill9", "--iteration", "2", "--max-turns", "2", "--max-tokens", "16", "--agent", self}
+			"--store", "file://" + storeDir, "--split", "sft,train,heldout,heldout_family", "--run", "kill9", "--iteration", "2", "--max-turns", "2", "--max-tokens", "16", "--agent", self}
 		killedAt = killAfterFirstClaim(t, self, args, filepath.Join(storeDir, "runs/kill9/claims/rollout/iter-000002"))
 	}
 	st, err := storage.Open(context.Background(), "file://"+storeDir, storage.Options{})
@@ -242,7 +242,7 @@ func TestRolloutDistributed(t *testing.T) {
 	before := transforms.RuntimesBuilt()
 	start := time.Now()
 	code, stdout, stderr := runCLI(t, testEnv(nil), "rollout", "--tasks", suite, "--harness", "bash", "--policy", policy, "--group", "2",
-		"--store", "file://"+filepath.Join(dir, "store"), "--split", "train,heldout,heldout_family", "--run", "dist", "--max-turns", "2", "--max-tokens", "16", "--agent", self,
+		"--store", "file://"+filepath.Join(dir, "store"), "--split", "sft,train,heldout,heldout_family", "--run", "dist", "--max-turns", "2", "--max-tokens", "16", "--agent", self,
 		"--runner", "universal", "--endpoint", jobs, "--environment-type", "EXTERNAL", "--environment-config", pool)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
