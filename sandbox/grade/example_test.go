@@ -31,5 +31,5 @@ func ExampleGrader_Grade() {
 	}
 	// Output:
 	// 1 completed []
-	// 0 completed [tests/test_billing.py::test_calc_meter]
+	// 0 completed [tests/test_eager_pocket.py::test_compute_orbit]
 }

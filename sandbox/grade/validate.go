@@ -29,9 +29,16 @@ func (g *Grader) Validate(ctx context.Context, suiteDir string, inst *tasks.Inst
 	}
 	var first *Grade
 	for i := range runs {
-		gr, err := g.Grade(ctx, suiteDir, inst, inst.Patch)
+		// Not arbitrated (Grade would call a gold patch that fails to set
+		// up the environment's failure): here the gold patch is what is
+		// checked, and only the toolchain's own environment errors are
+		// the environment's.
+		gr, setup, err := g.grade(ctx, suiteDir, inst, inst.Patch)
 		if err != nil {
 			return err
+		}
+		if setup != nil && setup.trusted {
+			return fmt.Errorf("%w: %s: gold patch run %d: %s", tasks.ErrEnv, inst.InstanceID, i+1, setup.what)
 		}
 		switch gr.Outcome {
 		case sandbox.OutcomeCompleted:
@@ -57,9 +64,12 @@ func (g *Grader) Validate(ctx context.Context, suiteDir string, inst *tasks.Inst
 	if first.Reward != 1 {
 		return fmt.Errorf("%w: %s: gold patch: %s", tasks.ErrGoldFails, inst.InstanceID, first.Detail)
 	}
-	base, err := g.Grade(ctx, suiteDir, inst, "")
+	base, setup, err := g.grade(ctx, suiteDir, inst, "")
 	if err != nil {
 		return err
+	}
+	if setup != nil && setup.trusted {
+		return fmt.Errorf("%w: %s: base run: %s", tasks.ErrEnv, inst.InstanceID, setup.what)
 	}
 	if base.Outcome != sandbox.OutcomeCompleted && base.Outcome != sandbox.OutcomeTimeout {
 		return fmt.Errorf("%w: %s: base run: %s: %s", tasks.ErrEnv, inst.InstanceID, base.Outcome, base.Detail)
