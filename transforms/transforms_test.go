@@ -429,8 +429,8 @@ func TestEvalTable(t *testing.T) {
 	add("tools", "b", -1, -1) // all masked: not a task of the table
 	tab := Table("r", 1, 2, rs)
 	want := []EvalRow{
-		{Harness: "bash", Tasks: 2, Rollouts: 4, Masked: 1, Pass1: 0.25, PassK: 1, TasksK: 1},
-		{Harness: "tools", Tasks: 1, Rollouts: 4, Masked: 2, Pass1: 1, PassK: 1, TasksK: 1},
+		{Harness: "bash", Tasks: 2, Rollouts: 4, Masked: 1, Pass1: 0.25, PassK: 1, TasksK: 1, PerTask: map[string]float64{"a": 0.5, "b": 0}},
+		{Harness: "tools", Tasks: 1, Rollouts: 4, Masked: 2, Pass1: 1, PassK: 1, TasksK: 1, PerTask: map[string]float64{"a": 1}},
 	}
 	if fmt.Sprint(tab.Rows) != fmt.Sprint(want) {
 		t.Errorf("table %+v\nwant  %+v", tab.Rows, want)
