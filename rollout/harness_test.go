@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -173,6 +174,17 @@ func TestHarnessRandom(t *testing.T) {
 			if row.Status == schemas.StatusCompleted && (row.GradeSeconds <= 0 || row.Reward != 0) {
 				t.Errorf("not graded as expected: %+v", row)
 			}
+			// Claude Code asks for 32,000 output tokens; a reply cut at this
+			// test's 24-token cap comes back with stop_reason max_tokens, which
+			// Claude Code reports as its own API error and stops: a typed,
+			// masked end of the test's making (a rollout's replies are capped
+			// by the config's max_tokens, not at 24), once requests reached
+			// the engine.
+			claudeCut := tt.h.Name() == "claude" && row.Status == schemas.StatusMasked && strings.Contains(row.Error, "output token maximum") && gen.requests.Load() > 0
+			if claudeCut {
+				t.Logf("claude: ended on a reply cut at the test's cap (%d requests reached the engine): %s", gen.requests.Load(), row.Error)
+				return
+			}
 			if row.Termination == schemas.TerminationHarnessError || row.Termination == schemas.TerminationSandboxCrash {
 				t.Errorf("%s: %s", row.Termination, row.Error)
 			}
@@ -196,8 +208,16 @@ func TestHarnessRandom(t *testing.T) {
 			if row.NumLLMCalls < 1 || len(segs) == 0 {
 				t.Fatalf("%d calls, %d segments", row.NumLLMCalls, len(segs))
 			}
-			if tt.tools != nil {
+			// A row flagged stream_mismatch says the proxy streamed deltas
+			// that are not a prefix of its final parse (a random model's
+			// malformed markup, stream.go): its wire and its segments differ
+			// by design. Seen with qwen-code once the engine got fast enough
+			// for it to finish (issue 18); the proxy's stream tests cover the
+			// mismatch itself.
+			if tt.tools != nil && !slices.Contains(row.Flags, "stream_mismatch") {
 				checkConsistent(t, p, segs, tt.tools)
+			} else if tt.tools != nil {
+				t.Logf("%s: stream_mismatch: wire and segments not compared", tt.h.Name())
 			}
 		})
 	}
