@@ -93,7 +93,21 @@ type RL struct {
 	// loop says so). SFT never sees them: its demonstrations come from the
 	// sft split. Defaults to 0: every train task, every iteration.
 	TasksPerIteration int `json:"tasks_per_iteration,omitempty"`
+	// Select is how an iteration's K tasks are chosen: "order" (the
+	// default) walks the pool's seeded order; "variance" draws each task's
+	// family with weight p(1-p), p the family's pass rate over the earlier
+	// iterations' rollouts (a Beta(1,1) prior), then takes the family's next
+	// unused task. Groups whose rewards are all equal give no gradient; a
+	// family near 0.5 gives the most (variance-based task selection, arXiv
+	// 2504.03380). Needs tasks_per_iteration.
+	Select string `json:"select,omitempty"`
 }
+
+// The values of RL.Select.
+const (
+	SelectOrder    = "order"
+	SelectVariance = "variance"
+)
 
 // SFT is the warm start.
 type SFT struct {
@@ -323,6 +337,12 @@ func (c Config) Validate() error {
 		if err := c.SFT.SFTConfig.Validate(); err != nil {
 			return err
 		}
+	}
+	switch {
+	case c.RL.Select != "" && c.RL.Select != SelectOrder && c.RL.Select != SelectVariance:
+		return bad("rl.select %q: want %s or %s", c.RL.Select, SelectOrder, SelectVariance)
+	case c.RL.Select == SelectVariance && c.RL.TasksPerIteration == 0:
+		return bad("rl.select %s needs rl.tasks_per_iteration", SelectVariance)
 	}
 	if c.RL.TasksPerIteration < 0 || c.Eval.MaxTasks < 0 {
 		return bad("rl.tasks_per_iteration %d, eval.max_tasks %d: negative", c.RL.TasksPerIteration, c.Eval.MaxTasks)

@@ -77,6 +77,10 @@ type Options struct {
 	// and optimizer). Defaults to the CPU backend. The rollout pipelines'
 	// engines open the backend of the same name in their worker processes.
 	Backend backend.Backend
+	// PrepareOnly stops Run once the starting checkpoint is ready (suite,
+	// demonstrations, initialisation and SFT): no eval, no iteration, no
+	// summary. `make starter` makes the committed starter checkpoint so.
+	PrepareOnly bool
 }
 
 // Result is what the loop measured.
@@ -89,6 +93,9 @@ type Result struct {
 	Comparisons []Comparison `json:"comparisons,omitempty"`
 	// SFT is what the warm start did, when the config has one.
 	SFT *SFTSummary `json:"sft,omitempty"`
+	// Start is the starting checkpoint, iteration 0's policy: Config.Policy,
+	// or the initialised and (with SFT) warm-started one.
+	Start string `json:"start"`
 	// WallSeconds is the time this invocation of the loop took.
 	WallSeconds float64 `json:"wall_seconds"`
 }
@@ -172,7 +179,10 @@ func Run(ctx context.Context, cfg Config, o Options) (*Result, error) {
 	if err := l.prepare(ctx); err != nil {
 		return nil, err
 	}
-	res := &Result{SFT: l.sft}
+	res := &Result{SFT: l.sft, Start: l.start}
+	if o.PrepareOnly {
+		return res, nil
+	}
 	err := l.run(ctx, res)
 	if len(res.Evals) > 1 {
 		res.Comparisons = compare(res.Evals[0], res.Evals[len(res.Evals)-1])
@@ -240,6 +250,29 @@ func (l *looper) run(ctx context.Context, res *Result) error {
 	return nil
 }
 
+// iterationReport reads the rollout pipeline's report of iteration i, as
+// the last pipeline that ran it stored it.
+func (l *looper) iterationReport(ctx context.Context, i int) (transforms.Report, error) {
+	pol := l.ckpt(i)
+	version, err := policyVersion(pol)
+	if err != nil {
+		return transforms.Report{}, err
+	}
+	rep, err := rollout.ReadLatestReport(ctx, l.rolloutConfig(i, pol, version, l.cfg.Harness, transforms.Stage, l.cfg.Group, ""))
+	if err != nil {
+		return rep, fmt.Errorf("iteration %d's rollout report: %w", i, err)
+	}
+	return rep, nil
+}
+
+// setGroups records how many of the update's groups had no reward variance.
+func (it *IterationResult) setGroups(zeroVariance, groups int) {
+	it.ZeroVariance, it.Groups = zeroVariance, groups
+	if groups > 0 {
+		it.ZeroVarianceFrac = float64(zeroVariance) / float64(groups)
+	}
+}
+
 // iteration runs (or resumes) iteration i: rollouts with policy i, the
 // update to policy i+1, its publication.
 func (l *looper) iteration(ctx context.Context, i int) (IterationResult, error) {
@@ -257,13 +290,21 @@ func (l *looper) iteration(ctx context.Context, i int) (IterationResult, error) 
 	}
 	if exists(next) && merr == nil {
 		it.Resumed = true
-		rep, err := rollout.ReadReport(ctx, l.rolloutConfig(i, pol, version, cfg.Harness, transforms.Stage, cfg.Group, ""))
-		if err == nil {
-			it.fromReport(rep)
+		rep, err := l.iterationReport(ctx, i)
+		if err != nil {
+			return it, fmt.Errorf("resume: %w", err)
 		}
-		if lin, err := trainer.ReadLineage(next); err == nil && lin != nil && lin.Gate != nil {
-			it.Pearson = lin.Gate.Overall.Pearson
+		it.fromReport(rep)
+		lin, err := trainer.ReadLineage(next)
+		if err != nil {
+			return it, fmt.Errorf("iteration %d: resume: %w", i, err)
+		}
+		if lin != nil {
 			it.Trained = lin.Data.Trained
+			it.setGroups(lin.Data.Groups.ZeroVariance, lin.Data.Groups.Groups)
+			if lin.Gate != nil {
+				it.Pearson = lin.Gate.Overall.Pearson
+			}
 		}
 		return it, l.publish(ctx, next)
 	}
@@ -275,7 +316,7 @@ func (l *looper) iteration(ctx context.Context, i int) (IterationResult, error) 
 	start := time.Now()
 	rc := l.rolloutConfig(i, pol, version, cfg.Harness, transforms.Stage, cfg.Group, "")
 	taskPath, n := l.suite, l.countTasks(trainSplit)
-	if f, err := l.iterationTasks(i); err != nil {
+	if f, err := l.iterationTasks(ctx, i); err != nil {
 		return it, err
 	} else if f != "" {
 		taskPath, n = f, cfg.RL.TasksPerIteration
@@ -301,10 +342,8 @@ func (l *looper) iteration(ctx context.Context, i int) (IterationResult, error) 
 	}
 	it.TrainSecs = time.Since(start).Seconds()
 	u := tr.Update
-	it.Trained, it.ZeroVariance, it.Groups = u.Trained, u.Groups.ZeroVariance, u.Groups.Groups
-	if it.Groups > 0 {
-		it.ZeroVarianceFrac = float64(it.ZeroVariance) / float64(it.Groups)
-	}
+	it.Trained = u.Trained
+	it.setGroups(u.Groups.ZeroVariance, u.Groups.Groups)
 	if u.Gate != nil {
 		it.Pearson = u.Gate.Overall.Pearson
 	}
@@ -372,8 +411,9 @@ func (l *looper) eval(ctx context.Context, dir string) (EvalResult, error) {
 				if mode == ModeGreedy {
 					p1, ci = e.Greedy, e.GreedyCI95
 				}
+				iv := interval(r)
 				set(p1, r.Harness, split, r.Pass1)
-				set(ci, r.Harness, split, interval(r))
+				set(ci, r.Harness, split, iv)
 				if mode == ModeT1 {
 					set(e.Tasks, r.Harness, split, r.Tasks)
 				}
@@ -382,7 +422,7 @@ func (l *looper) eval(ctx context.Context, dir string) (EvalResult, error) {
 				}
 				set(e.perTask[mode], r.Harness, split, r.PerTask)
 				l.logf("eval of policy v%d (%s): %s on %s: pass@1 %.3f [%.3f, %.3f] over %d tasks (%d masked)", version, mode, r.Harness, split,
-					r.Pass1, interval(r)[0], interval(r)[1], r.Tasks, r.Masked)
+					r.Pass1, iv[0], iv[1], r.Tasks, r.Masked)
 			}
 		}
 	}

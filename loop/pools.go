@@ -2,12 +2,16 @@ package loop
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
+	"strings"
 
 	"github.com/legorl/legorl/tasks"
 )
@@ -67,7 +71,7 @@ func (l *looper) rlPool() ([]tasks.Instance, error) {
 
 // iterationTasks is the task file of iteration i: K fresh tasks of the RL
 // pool, or "" for the whole suite (K = 0).
-func (l *looper) iterationTasks(i int) (string, error) {
+func (l *looper) iterationTasks(ctx context.Context, i int) (string, error) {
 	k := l.cfg.RL.TasksPerIteration
 	if k == 0 {
 		return "", nil
@@ -83,10 +87,107 @@ func (l *looper) iterationTasks(i int) (string, error) {
 		l.logf("iteration %d: the RL pool's %d tasks are used up (K = %d): tasks repeat from here", i, len(pool), k)
 	}
 	var ins []tasks.Instance
-	for j := range k {
-		ins = append(ins, pool[(i*k+j)%len(pool)])
+	if l.cfg.RL.Select == SelectVariance {
+		if ins, err = l.varianceTasks(ctx, i, k, pool); err != nil {
+			return "", err
+		}
+	} else {
+		for j := range k {
+			ins = append(ins, pool[(i*k+j)%len(pool)])
+		}
 	}
 	return l.taskFile(fmt.Sprintf("rl-iter-%06d", i), ins)
+}
+
+// varianceTasks draws iteration i's k tasks by drawByVariance, with the
+// outcomes and tasks of iterations 0..i-1 read back from their reports and
+// task files (so a resumed run draws the same tasks), seeded by the run and i.
+func (l *looper) varianceTasks(ctx context.Context, i, k int, pool []tasks.Instance) ([]tasks.Instance, error) {
+	used := map[string]bool{}
+	outcomes := map[string][2]int{} // task id -> completed, passed
+	for j := 0; j < i; j++ {
+		prev, err := tasks.Load(filepath.Join(l.cfg.WorkDir, "pools", fmt.Sprintf("rl-iter-%06d.jsonl", j)))
+		if err != nil {
+			return nil, fmt.Errorf("rl.select %s: iteration %d's tasks: %w", SelectVariance, j, err)
+		}
+		for _, in := range prev.Instances {
+			used[in.InstanceID] = true
+		}
+		rep, err := l.iterationReport(ctx, j)
+		if err != nil {
+			return nil, fmt.Errorf("rl.select %s: %w", SelectVariance, err)
+		}
+		for _, t := range rep.Tasks {
+			o := outcomes[t.TaskID]
+			outcomes[t.TaskID] = [2]int{o[0] + t.Completed, o[1] + t.Passed}
+		}
+	}
+	h := fnv.New64a()
+	h.Write([]byte(l.cfg.Run))
+	r := rand.New(rand.NewPCG(l.cfg.Builtin.Seed^uint64(i+1)*0x9e3779b97f4a7c15, h.Sum64()))
+	out, weights := drawByVariance(r, pool, used, outcomes, k)
+	l.logf("iteration %d: family weights (rl.select variance): %s", i, weights)
+	return out, nil
+}
+
+// drawByVariance draws k tasks of pool: each draw picks a family with
+// weight p(1-p), p = (passed+1)/(completed+2) over the outcomes of the
+// family's tasks, then the family's first task in pool order not in used
+// (a family used up starts again). It returns the tasks and the weights,
+// described for the log.
+func drawByVariance(r *rand.Rand, pool []tasks.Instance, used map[string]bool, outcomes map[string][2]int, k int) ([]tasks.Instance, string) {
+	byFamily := map[string][]tasks.Instance{}
+	counts := map[string][2]int{} // family -> completed, passed
+	var families []string
+	for _, in := range pool {
+		f := in.Family
+		if _, ok := byFamily[f]; !ok {
+			families = append(families, f)
+		}
+		byFamily[f] = append(byFamily[f], in)
+		o, c := outcomes[in.InstanceID], counts[f]
+		counts[f] = [2]int{c[0] + o[0], c[1] + o[1]}
+	}
+	sort.Strings(families)
+	weights := make([]float64, len(families))
+	var total float64
+	for n, f := range families {
+		p := float64(counts[f][1]+1) / float64(counts[f][0]+2)
+		weights[n] = p * (1 - p)
+		total += weights[n]
+	}
+	used = maps.Clone(used)
+	if used == nil {
+		used = map[string]bool{}
+	}
+	next := map[string]int{} // family -> cursor into byFamily
+	var out []tasks.Instance
+	for len(families) > 0 && len(out) < k {
+		x, n := r.Float64()*total, 0
+		for n < len(families)-1 && x >= weights[n] {
+			x -= weights[n]
+			n++
+		}
+		f := families[n]
+		list := byFamily[f]
+		for next[f] < len(list) && used[list[next[f]].InstanceID] {
+			next[f]++
+		}
+		if next[f] == len(list) { // the family is used up: start it again
+			next[f] = 0
+			for _, in := range list {
+				delete(used, in.InstanceID)
+			}
+		}
+		in := list[next[f]]
+		used[in.InstanceID] = true
+		out = append(out, in)
+	}
+	desc := make([]string, len(families))
+	for n, f := range families {
+		desc[n] = fmt.Sprintf("%s %.2f (%d/%d)", f, weights[n]/total, counts[f][1], counts[f][0])
+	}
+	return out, strings.Join(desc, ", ")
 }
 
 // probeTasks is the task file of SFT's probe: the last tasks of the RL

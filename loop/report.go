@@ -46,11 +46,8 @@ func compare(first, last EvalResult) []Comparison {
 					b[i], a[i] = before[id], after[id]
 				}
 				c := Comparison{Harness: h, Split: split, Mode: mode, Paired: stats.ComparePaired(b, a)}
-				if mode == ModeGreedy {
-					c.Before, c.After, c.BeforeCI, c.AfterCI = first.Greedy[h][split], last.Greedy[h][split], first.GreedyCI95[h][split], last.GreedyCI95[h][split]
-				} else {
-					c.Before, c.After, c.BeforeCI, c.AfterCI = first.Pass1[h][split], last.Pass1[h][split], first.CI95[h][split], last.CI95[h][split]
-				}
+				c.Before, c.BeforeCI = first.pass1(mode, h, split)
+				c.After, c.AfterCI = last.pass1(mode, h, split)
 				out = append(out, c)
 			}
 		}
@@ -66,6 +63,14 @@ func compare(first, last EvalResult) []Comparison {
 		return x.Mode > y.Mode // t1 before greedy
 	})
 	return out
+}
+
+// pass1 is the pass@1 of harness h on split in mode, with its interval.
+func (e EvalResult) pass1(mode, h, split string) (float64, [2]float64) {
+	if mode == ModeGreedy {
+		return e.Greedy[h][split], e.GreedyCI95[h][split]
+	}
+	return e.Pass1[h][split], e.CI95[h][split]
 }
 
 // Table renders the before/after table with 95% intervals and the paired

@@ -134,6 +134,7 @@ func Account(runID string, iteration int32, groups []Group, results []GroupResul
 	seen := map[string]GroupResult{}
 	ended := map[string]bool{}
 	masked := map[string]int{}
+	perTask := map[string]*[2]int{} // completed, passed
 	var files []storage.FileEntry
 	for _, r := range results {
 		if prev, ok := seen[r.GroupID]; ok {
@@ -151,6 +152,9 @@ func Account(runID string, iteration int32, groups []Group, results []GroupResul
 			return rep, nil, fmt.Errorf("%w: group %s (task %s) was claimed with %d rollouts, the run launches %d (a different --group?)",
 				ErrAccounting, r.GroupID, r.TaskID, len(r.Rollouts), len(g.Rollouts))
 		}
+		if perTask[r.TaskID] == nil {
+			perTask[r.TaskID] = new([2]int)
+		}
 		for _, o := range r.Rollouts {
 			if launched[o.RolloutID] != r.GroupID {
 				return rep, nil, fmt.Errorf("%w: group %s claims rollout %s, which it did not launch", ErrAccounting, r.GroupID, o.RolloutID)
@@ -162,8 +166,10 @@ func Account(runID string, iteration int32, groups []Group, results []GroupResul
 			switch schemas.Status(o.Status) {
 			case schemas.StatusCompleted:
 				rep.Completed++
+				perTask[r.TaskID][0]++
 				if o.Reward == 1 {
 					rep.Passed++
+					perTask[r.TaskID][1]++
 				}
 			case schemas.StatusMasked:
 				rep.Masked++
@@ -200,6 +206,10 @@ func Account(runID string, iteration int32, groups []Group, results []GroupResul
 	if rep.Completed > 0 {
 		rep.PassRate = float64(rep.Passed) / float64(rep.Completed)
 	}
+	for id, n := range perTask {
+		rep.Tasks = append(rep.Tasks, TaskOutcomes{TaskID: id, Completed: n[0], Passed: n[1]})
+	}
+	sort.Slice(rep.Tasks, func(i, j int) bool { return rep.Tasks[i].TaskID < rep.Tasks[j].TaskID })
 	rep.Files = len(files)
 	return rep, files, nil
 }

@@ -90,10 +90,20 @@ type Report struct {
 	// manifest (0 when there was nothing to commit).
 	ManifestVersion int
 	Files           int
+	// Tasks counts each task's completed and passed rollouts, sorted by
+	// task id: what a variance-based task selection reads (loop, rl.select).
+	Tasks []TaskOutcomes
+}
+
+// TaskOutcomes counts one task's completed rollouts and those with reward 1.
+type TaskOutcomes struct {
+	TaskID    string
+	Completed int
+	Passed    int
 }
 
 func init() {
-	for _, t := range []any{Task{}, Rejected{}, Spec{}, Group{}, Outcome{}, GroupResult{}, Report{}} {
+	for _, t := range []any{Task{}, Rejected{}, Spec{}, Group{}, Outcome{}, GroupResult{}, Report{}, TaskOutcomes{}} {
 		beam.RegisterType(reflect.TypeOf(t))
 	}
 }

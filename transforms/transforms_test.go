@@ -208,7 +208,32 @@ func TestAccount(t *testing.T) {
 				len(files) != 2 || fmt.Sprint(rep.MaskedBy) != "[timeout=1]" {
 				t.Errorf("report %+v, %d files", rep, len(files))
 			}
+			// Per task: a's masked rollout is not counted, b's one passed.
+			if fmt.Sprint(rep.Tasks) != "[{a 1 1} {b 1 1}]" {
+				t.Errorf("per-task outcomes %v", rep.Tasks)
+			}
 		})
+	}
+}
+
+// TestAccountPerTask: the report counts each task's completed and passed
+// rollouts apart; masked ones count in neither.
+func TestAccountPerTask(t *testing.T) {
+	g := NewGroup("r", "", 0, 3, 0, Task{Instance: tasks.Instance{InstanceID: "a"}})
+	r := GroupResult{GroupID: g.GroupID, TaskID: "a", Attempt: "x"}
+	for i, s := range g.Rollouts {
+		o := Outcome{RolloutID: s.RolloutID, Status: "completed", Termination: "agent_completed", Reward: float64(i % 2)}
+		if i == 2 {
+			o.Status, o.Termination = "masked", "timeout"
+		}
+		r.Rollouts = append(r.Rollouts, o)
+	}
+	rep, _, err := Account("r", 0, []Group{g}, []GroupResult{r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(rep.Tasks) != "[{a 2 1}]" {
+		t.Errorf("per-task outcomes %v, want [{a 2 1}]", rep.Tasks)
 	}
 }
 

@@ -31,6 +31,7 @@ func runLoop(ctx context.Context, env *environ, args []string, stdout, stderr io
 	agent := fs.String("agent", "", "the legorl-agent program; defaults to legorl-agent beside legorl")
 	runnerName := fs.String("runner", runner.Prism, "Beam runner: prism (in process) or universal")
 	jobServer := fs.String("endpoint", "", "job server HOST:PORT (--runner universal)")
+	prepareOnly := fs.Bool("prepare-only", false, "stop once the starting checkpoint is ready (suite, demonstrations, initialisation, SFT) and print its folder; no eval, no iteration")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics (rollouts, engine, proxy, sandbox, trainer; docs/METRICS.md) at http://ADDR/metrics while the loop runs; empty: off")
 	compute := addComputeFlags(fs)
 	if err := parseFlags(fs, stderr, args); err != nil {
@@ -103,7 +104,7 @@ func runLoop(ctx context.Context, env *environ, args []string, stdout, stderr io
 	trainLine := trainProgress(stderr, cfg.Run, 0, cfg.Store)
 	res, err := loop.Run(ctx, cfg, loop.Options{
 		AgentBinary: *agent, CodeVersion: version, StoreOptions: so, Log: stderr, TrainMetrics: ms.Trainer, Backend: be,
-		Runner: runner.Options{Runner: *runnerName, Endpoint: *jobServer},
+		Runner: runner.Options{Runner: *runnerName, Endpoint: *jobServer}, PrepareOnly: *prepareOnly,
 		OnPipeline: func(c transforms.Config, n int) func() {
 			return progress(ctx, st, c, n, stderr)
 		},
@@ -123,6 +124,10 @@ func runLoop(ctx context.Context, env *environ, args []string, stdout, stderr io
 	}
 	if err != nil {
 		return err
+	}
+	if *prepareOnly {
+		fmt.Fprintln(stdout, res.Start)
+		return nil
 	}
 	fmt.Fprintf(stdout, "wall time %.0f s; summary: %s/summary.json\n", res.WallSeconds, cfg.WorkDir)
 	fmt.Fprintf(stdout, "data: %s (run %s; evals under %s-eval-*); checkpoints: %s/checkpoints\n", cfg.Store, cfg.Run, cfg.Run, cfg.WorkDir)

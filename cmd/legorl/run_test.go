@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -200,12 +201,58 @@ func TestRunLoop(t *testing.T) {
 	if after := fileSHA(t, filepath.Join(work, "checkpoints/iter-000002/model.safetensors")); after != before {
 		t.Errorf("the redone update's weights differ: %s vs %s", after, before)
 	}
+
+	// rl.select variance, from the SFT checkpoint: iteration 1's draw
+	// weighs the families by iteration 0's outcomes (2 tasks x G = 2
+	// completed rollouts), and a rerun draws the same tasks (the loop
+	// refuses a task file that differs).
+	varCfg := strings.NewReplacer(`"run": "loop-test"`, `"run": "loop-var"`, work+`"`, work+`-var"`,
+		`"rl": {"tasks_per_iteration": 2}`, `"rl": {"tasks_per_iteration": 2, "select": "variance"}`,
+		`"sft": {`, `"policy": "`+filepath.Join(work, "checkpoints/sft")+`", "x": {`).Replace(string(mustRead(t, cfgPath)))
+	varCfg = regexp.MustCompile(`(?s)"x": \{.*?\}\},`).ReplaceAllString(varCfg, "")
+	varPath := filepath.Join(dir, "var.json")
+	if err := os.WriteFile(varPath, []byte(varCfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for run := range 2 {
+		code, _, stderr := runCLI(t, testEnv(nil), "run", "--config", varPath, "--agent", self)
+		if code != 0 {
+			t.Fatalf("variance run %d: exit %d: %s\n%s", run, code, stderr, varCfg)
+		}
+		m := regexp.MustCompile(`iteration 1: family weights \(rl.select variance\): (.*)`).FindStringSubmatch(stderr)
+		if run == 1 {
+			if m != nil || strings.Count(stderr, "done by an earlier run") != 2 {
+				t.Errorf("the variance rerun redid work:\n%s", stderr)
+			}
+			continue
+		}
+		if m == nil {
+			t.Fatalf("no family weights for iteration 1:\n%s", stderr)
+		}
+		completed := 0
+		for _, c := range regexp.MustCompile(`\(\d+/(\d+)\)`).FindAllStringSubmatch(m[1], -1) {
+			n, _ := strconv.Atoi(c[1])
+			completed += n
+		}
+		if completed != 4 {
+			t.Errorf("iteration 1 weighed %d completed rollouts of iteration 0, want 4: %s", completed, m[1])
+		}
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func tableLines(s string) string {
 	var keep []string
 	for _, l := range strings.Split(s, "\n") {
-		if strings.HasPrefix(l, "bash ") {
+		if strings.HasPrefix(l, "bash ") || strings.HasPrefix(l, "pass rate on the training tasks") || strings.HasPrefix(l, "groups without reward variance") {
 			keep = append(keep, l)
 		}
 	}

@@ -24,6 +24,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"path"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
@@ -104,5 +105,28 @@ func ReadReport(ctx context.Context, cfg transforms.Config) (transforms.Report, 
 	}
 	var rep transforms.Report
 	err = transforms.ReadJSON(ctx, st, transforms.ReportKey(cfg.RunID, cfg.Stage, cfg.Iteration, cfg.JobID), "rollout pipeline: the report", &rep)
+	return rep, err
+}
+
+// ReadLatestReport reads the report of the last pipeline run that stored
+// one for cfg's run, stage and iteration, whatever its job id: a resumed
+// loop asks for the figures of an iteration an earlier process ran. Job
+// ids of one loop sort in time order ("loop-" and the start's nanoseconds).
+func ReadLatestReport(ctx context.Context, cfg transforms.Config) (transforms.Report, error) {
+	cfg = cfg.WithDefaults()
+	st, err := transforms.OpenStore(ctx, cfg)
+	if err != nil {
+		return transforms.Report{}, err
+	}
+	dir := path.Dir(transforms.ReportKey(cfg.RunID, cfg.Stage, cfg.Iteration, "x")) + "/"
+	keys, err := st.List(ctx, dir)
+	if err != nil {
+		return transforms.Report{}, fmt.Errorf("rollout pipeline: list the reports in %s: %w", dir, err)
+	}
+	if len(keys) == 0 {
+		return transforms.Report{}, fmt.Errorf("rollout pipeline: no report in %s: %w", dir, storage.ErrNotFound)
+	}
+	var rep transforms.Report
+	err = transforms.ReadJSON(ctx, st, keys[len(keys)-1], "rollout pipeline: the report", &rep)
 	return rep, err
 }

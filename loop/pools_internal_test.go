@@ -1,0 +1,84 @@
+package loop
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/legorl/legorl/tasks"
+)
+
+// pool makes n tasks of each family, interleaved: a-0, b-0, a-1, b-1, ...
+func pool(n int, families ...string) []tasks.Instance {
+	var out []tasks.Instance
+	for i := range n {
+		for _, f := range families {
+			out = append(out, tasks.Instance{InstanceID: fmt.Sprintf("%s-%d", f, i), Family: f})
+		}
+	}
+	return out
+}
+
+func TestDrawByVariance(t *testing.T) {
+	p := pool(100, "never", "half", "always")
+	outcomes := map[string][2]int{}
+	for i := range 10 { // 10 tasks of each family seen, G = 8
+		outcomes[fmt.Sprintf("never-%d", i)] = [2]int{8, 0}
+		outcomes[fmt.Sprintf("half-%d", i)] = [2]int{8, 4}
+		outcomes[fmt.Sprintf("always-%d", i)] = [2]int{8, 8}
+	}
+	used := map[string]bool{"half-0": true, "half-1": true}
+	draw := func(seed uint64, k int) []tasks.Instance {
+		out, _ := drawByVariance(rand.New(rand.NewPCG(seed, 1)), p, used, outcomes, k)
+		return out
+	}
+	got := draw(1, 60)
+	byFamily := map[string]int{}
+	seen := map[string]bool{}
+	for _, in := range got {
+		byFamily[in.Family]++
+		if seen[in.InstanceID] || used[in.InstanceID] {
+			t.Errorf("%s drawn twice or already used", in.InstanceID)
+		}
+		seen[in.InstanceID] = true
+	}
+	// Weights: p = 1/82 and 81/82 give 0.012 each, p = 41/82 gives 0.25:
+	// about 91% of the draws go to "half".
+	if len(got) != 60 || byFamily["half"] < 45 || byFamily["never"] > 9 || byFamily["always"] > 9 {
+		t.Errorf("draws by family %v (of %d), want most of 60 from half", byFamily, len(got))
+	}
+	// The family's tasks come in pool order, skipping the used ones.
+	for _, in := range got {
+		if in.Family == "half" {
+			if in.InstanceID != "half-2" {
+				t.Errorf("first half task %s, want half-2", in.InstanceID)
+			}
+			break
+		}
+	}
+	if fmt.Sprint(draw(1, 60)) != fmt.Sprint(got) || fmt.Sprint(draw(2, 60)) == fmt.Sprint(got) {
+		t.Error("the draw is not a function of its seed")
+	}
+	if len(used) != 2 {
+		t.Error("drawByVariance changed the caller's used set")
+	}
+	// Without outcomes every family weighs the same.
+	_, desc := drawByVariance(rand.New(rand.NewPCG(1, 1)), p, nil, nil, 3)
+	if desc != "always 0.33 (0/0), half 0.33 (0/0), never 0.33 (0/0)" {
+		t.Errorf("weights %q", desc)
+	}
+	// A family used up starts again.
+	small := pool(2, "x")
+	out, _ := drawByVariance(rand.New(rand.NewPCG(1, 1)), small, nil, nil, 5)
+	if fmt.Sprint(ids(out)) != "[x-0 x-1 x-0 x-1 x-0]" {
+		t.Errorf("used-up family: %v", ids(out))
+	}
+}
+
+func ids(ins []tasks.Instance) []string {
+	var out []string
+	for _, in := range ins {
+		out = append(out, in.InstanceID)
+	}
+	return out
+}
