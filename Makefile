@@ -31,18 +31,17 @@ help: ## list the targets
 demo: build pytest-ref ## the main job on embedded defaults: a short RL loop (built-in suite, tiny model, SFT, 2 iterations) with the before/after table; resumes if interrupted
 	$(BIN)/legorl run --store file://./legorl-data --work ./legorl-work/demo
 
-# The starter checkpoint: the SFT stage of docs/results/bash-pools.json (a
-# 0.5M-parameter Qwen3, warm-started on the scripted solver's demonstrations
-# until its probe pass@1 entered the 20-50% band), committed under
-# starter/bash-sft so RL runs and the demo can start from it. Remaking it
-# runs that SFT (about 40 min on 2 cores) and checks the bytes against
-# starter/bash-sft.sha256: the CPU backend's SFT is deterministic for a
-# given binary and CPU feature set (AVX-512 or not).
+# The starter checkpoint (policy/starter): the SFT stage of
+# docs/results/bash-pools.json, committed so RL runs and the demo start from
+# it ("policy": "starter:bash-sft"). Remaking it runs that SFT (about 40 min
+# on 2 cores) and checks the bytes against policy/starter/bash-sft.sha256:
+# the CPU backend's SFT is deterministic for a given binary and CPU feature
+# set (AVX-512 or not); a mismatch installs nothing and says so.
 starter: build ## remake the committed starter checkpoint (SFT of docs/results/bash-pools.json) and check its sha256
 	rm -rf legorl-work/starter
 	$(BIN)/legorl run --config docs/results/bash-pools.json --run starter --work legorl-work/starter \
 		--store file://$(CURDIR)/legorl-work/starter/store --prepare-only
-	scripts/starter-install legorl-work/starter/checkpoints/sft starter/bash-sft
+	scripts/starter-install legorl-work/starter/checkpoints/sft policy/starter/bash-sft
 
 # The docker sandbox tests use a private Docker Engine under .cache/docker
 # (no bridge, no iptables) and a base image built locally with debootstrap.

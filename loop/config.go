@@ -15,6 +15,7 @@ import (
 	"github.com/legorl/legorl/harness"
 	"github.com/legorl/legorl/harness/scripted"
 	"github.com/legorl/legorl/storage"
+	"github.com/legorl/legorl/policy/starter"
 	"github.com/legorl/legorl/tasks"
 	"github.com/legorl/legorl/trainer"
 )
@@ -42,8 +43,10 @@ type Config struct {
 	Tasks   string  `json:"tasks,omitempty"`
 	Builtin Builtin `json:"builtin"`
 
-	// Policy is the starting checkpoint. Empty: one is initialised (Init)
-	// with a tokenizer trained on the demonstrations.
+	// Policy is the starting checkpoint: a folder, or "starter:NAME" for a
+	// starter committed with the code (policy/starter; installed under
+	// WorkDir/checkpoints after its sha256 check). Empty: one is
+	// initialised (Init) with a tokenizer trained on the demonstrations.
 	Policy string `json:"policy,omitempty"`
 	Init   Init   `json:"init"`
 	// SFT, when set, warm-starts the policy on the scripted solver's
@@ -167,6 +170,10 @@ type Eval struct {
 	// beside temperature 1: RL that only sharpens the distribution moves
 	// the temperature-1 figure and not the greedy one. Defaults to false.
 	Greedy bool `json:"greedy,omitempty"`
+	// Splits are the held-out splits evaluated, each its own row: heldout
+	// (unseen instances of the trained families) and heldout_family
+	// (unseen families). Defaults to both.
+	Splits []string `json:"splits,omitempty"`
 }
 
 // Duration is a time.Duration written as "90s" in JSON.
@@ -193,8 +200,9 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 var demoConfig []byte
 
 // DefaultConfig is the embedded demo config `make demo` runs: the bash
-// agent on a small built-in suite, a tiny dense model initialised here,
-// an SFT warm start and a few RL iterations.
+// agent from the committed starter checkpoint (policy/starter), a few RL
+// iterations on fresh tasks of the built-in suite chosen by reward
+// variance, and 200 held-out tasks evaluated before and after.
 func DefaultConfig() Config {
 	c, err := ParseConfig(bytes.NewReader(demoConfig))
 	if err != nil {
@@ -249,6 +257,9 @@ func (c Config) WithDefaults() Config {
 		s := *c.SFT
 		s.Harness = c.Harness
 		c.SFT = &s
+	}
+	if len(c.Eval.Splits) == 0 {
+		c.Eval.Splits = []string{tasks.SplitHeldout, tasks.SplitHeldoutFamily}
 	}
 	r := &c.Rollout
 	if r.MaxTurns == 0 {
@@ -318,11 +329,19 @@ func (c Config) Validate() error {
 	if c.Group < 1 || c.Group > 1024 || c.Eval.Group < 1 || c.Eval.Group > 1024 {
 		return bad("group %d, eval.group %d: want 1 to 1024", c.Group, c.Eval.Group)
 	}
+	for _, sp := range c.Eval.Splits {
+		if sp != tasks.SplitHeldout && sp != tasks.SplitHeldoutFamily {
+			return bad("eval.splits: %q: want %s or %s", sp, tasks.SplitHeldout, tasks.SplitHeldoutFamily)
+		}
+	}
 	if c.Eval.Every < 0 {
 		return bad("eval.every %d is negative", c.Eval.Every)
 	}
 	if c.Tasks == "" && c.Builtin.N <= 0 {
 		return bad("neither tasks (a suite) nor builtin.n (the built-in suite's size)")
+	}
+	if name, ok := strings.CutPrefix(c.Policy, starter.Prefix); ok && !slices.Contains(starter.Names(), name) {
+		return bad("policy %q: no such starter (have %s)", c.Policy, strings.Join(starter.Names(), ", "))
 	}
 	if c.Policy == "" && len(c.Init.Model) == 0 {
 		return bad("neither policy (a checkpoint) nor init.model (a config.json to initialise one)")

@@ -157,9 +157,6 @@ const (
 	ModeGreedy = "greedy"
 )
 
-// evalSplits are evaluated separately: the headline (held-out instances)
-// and the transfer row (held-out families).
-var evalSplits = []string{tasks.SplitHeldout, tasks.SplitHeldoutFamily}
 
 // Run runs the loop of cfg. It returns what it measured; on error, what it
 // measured so far with the error.
@@ -393,7 +390,7 @@ func (l *looper) eval(ctx context.Context, dir string) (EvalResult, error) {
 		modes = append(modes, ModeGreedy)
 		e.Greedy, e.GreedyCI95 = map[string]map[string]float64{}, map[string]map[string][2]float64{}
 	}
-	for _, split := range evalSplits {
+	for _, split := range l.cfg.Eval.Splits {
 		path, n, err := l.evalTasks(split)
 		if err != nil {
 			return e, err

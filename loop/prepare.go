@@ -8,10 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/legorl/legorl/harness/scripted"
 	"github.com/legorl/legorl/pipelines/eval"
 	"github.com/legorl/legorl/policy/model"
+	"github.com/legorl/legorl/policy/starter"
 	"github.com/legorl/legorl/policy/tokenizer"
 	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/tasks"
@@ -47,7 +49,11 @@ func (l *looper) prepare(ctx context.Context) error {
 	if l.suite, err = l.prepareSuite(ctx); err != nil {
 		return err
 	}
-	if cfg.Policy != "" {
+	if name, ok := strings.CutPrefix(cfg.Policy, starter.Prefix); ok {
+		if l.start, err = starter.Install(name, filepath.Join(cfg.WorkDir, "checkpoints", "starter-"+name)); err != nil {
+			return fmt.Errorf("policy: %w", err)
+		}
+	} else if cfg.Policy != "" {
 		if l.start, err = filepath.Abs(cfg.Policy); err != nil {
 			return err
 		}

@@ -1,0 +1,124 @@
+// Package starter holds the starter checkpoints committed to the
+// repository, the way RL libraries start from a pretrained model: RL runs
+// and the demo begin from one instead of training their own warm start.
+//
+// bash-sft is the SFT stage of docs/results/bash-pools.json: a
+// 0.5M-parameter Qwen3 (vocabulary 1024) warm-started on the scripted bash
+// solver's demonstrations of the sft split of the built-in suite (2,000
+// Python instances, seed 1) until its probe pass@1 entered the 20-50% band.
+// Any prefix of that suite (seed 1, n <= 2000, or more: the split of an
+// instance depends on its id only) keeps its held-out tasks unseen.
+// `make starter` remakes it and checks the bytes against bash-sft.sha256.
+package starter
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+//go:embed bash-sft/config.json bash-sft/model.safetensors bash-sft/tokenizer.json bash-sft/lineage.json bash-sft.sha256
+var files embed.FS
+
+// Prefix marks a starter in a loop config's policy: "starter:bash-sft".
+const Prefix = "starter:"
+
+// ErrUnknown is returned for a starter name this build does not hold.
+var ErrUnknown = errors.New("starter: no such starter")
+
+// Names lists the starters.
+func Names() []string {
+	ents, _ := fs.ReadDir(files, ".")
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Sums returns the sha256 of each hashed file of starter name (weights,
+// config, tokenizer; lineage.json records paths and times and is not
+// hashed).
+func Sums(name string) (map[string]string, error) {
+	b, err := files.ReadFile(name + ".sha256")
+	if err != nil {
+		return nil, fmt.Errorf("%w %q (have %s)", ErrUnknown, name, strings.Join(Names(), ", "))
+	}
+	sums := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		sum, file, ok := strings.Cut(sc.Text(), "  ")
+		if !ok || len(sum) != 64 {
+			return nil, fmt.Errorf("starter: %s.sha256: bad line %q", name, sc.Text())
+		}
+		sums[file] = sum
+	}
+	return sums, nil
+}
+
+// Install writes starter name into dir and returns dir. Every hashed
+// file, embedded or already in dir (an earlier install, resumed), must
+// match its sha256; a dir holding other bytes is an error, not overwritten.
+func Install(name, dir string) (string, error) {
+	sums, err := Sums(name)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(dir); err == nil {
+		return dir, check(name, sums, func(f string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, f)) }, dir)
+	}
+	embedded := func(f string) ([]byte, error) { return files.ReadFile(name + "/" + f) }
+	if err := check(name, sums, embedded, "the embedded copy"); err != nil {
+		return "", err
+	}
+	tmp := dir + ".tmp"
+	if err := os.RemoveAll(tmp); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return "", fmt.Errorf("starter: %w", err)
+	}
+	ents, err := fs.ReadDir(files, name)
+	if err != nil {
+		return "", err
+	}
+	for _, e := range ents {
+		b, err := embedded(e.Name())
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(tmp, e.Name()), b, 0o644); err != nil {
+			return "", fmt.Errorf("starter: %w", err)
+		}
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return "", fmt.Errorf("starter: %w", err)
+	}
+	return dir, nil
+}
+
+func check(name string, sums map[string]string, read func(string) ([]byte, error), where string) error {
+	for file, want := range sums {
+		b, err := read(file)
+		if err != nil {
+			return fmt.Errorf("starter %s: %s: %w", name, where, err)
+		}
+		got := sha256.Sum256(b)
+		if hex.EncodeToString(got[:]) != want {
+			return fmt.Errorf("starter %s: %s/%s has sha256 %s, want %s", name, where, file, hex.EncodeToString(got[:])[:16], want[:16])
+		}
+	}
+	return nil
+}
