@@ -101,7 +101,7 @@ $(BIN)/%: FORCE
 
 FORCE:
 
-tools: $(VERSITYGW_STAMP) $(DUCKDB_STAMP) $(TOKREF_STAMP) $(NOTEBOOK_STAMP) jinja-ref torch-ref pytest-ref /usr/bin/bwrap /usr/bin/chromedriver ## install the test services and tools into .cache and tools/ (idempotent)
+tools: $(VERSITYGW_STAMP) $(DUCKDB_STAMP) $(TOKREF_STAMP) $(NOTEBOOK_STAMP) jinja-ref torch-ref pytest-ref /usr/bin/bwrap /usr/bin/chromedriver /usr/bin/prometheus ## install the test services and tools into .cache and tools/ (idempotent)
 
 $(VERSITYGW_STAMP):
 	@echo "installing versitygw $(VERSITYGW_VERSION) into $(CACHE)/bin (a few minutes the first time)"
@@ -146,6 +146,11 @@ $(NOTEBOOK_STAMP):
 	@mkdir -p $(CACHE) && touch $@
 
 # bubblewrap: the anchor of the local sandbox benchmark.
+# Debian's Prometheus: cmd/legorl TestPrometheus scrapes legorl serve and
+# legorl run --metrics-addr with it and runs the Grafana dashboard's queries.
+/usr/bin/prometheus:
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus
+
 /usr/bin/bwrap:
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap
 

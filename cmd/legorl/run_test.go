@@ -365,36 +365,58 @@ func TestResultsMatchSummaries(t *testing.T) {
 			t.Errorf("%s: %s", f, bad)
 		}
 	}
-	summary := []byte(`{"comparisons": [{"harness": "bash", "split": "heldout", "mode": "t1", "before": 0.25, "after": 0.4}]}`)
-	if bad := resultsMismatch("| `x.json` bash | 0.250 -> 0.400 |\n", "x.json", summary); bad != "" {
-		t.Errorf("a matching document: %s", bad)
-	}
-	if bad := resultsMismatch("| `x.json` bash | 0.250 -> 0.410 |\n", "x.json", summary); bad == "" {
-		t.Error("a document quoting 0.410 for a summary's 0.400 passed")
+	summary := []byte(`{"comparisons": [{"harness": "bash", "split": "heldout", "mode": "t1", "before": 0.25, "after": 0.4,
+		"diff": 0.15, "ci95_lo": 0.05, "ci95_hi": 0.25}]}`)
+	for _, tc := range []struct {
+		doc  string
+		want bool
+	}{
+		{"| `x.json` | bash | heldout | t1 | 0.250 -> 0.400 | +0.150 [+0.050, +0.250] |\n", true},
+		{"| `x.json` | bash | heldout | t1 | 0.250 -> 0.410 | +0.150 [+0.050, +0.250] |\n", false},
+		{"| `x.json` | bash | heldout | t1 | 0.250 -> 0.400 | +0.150 [+0.040, +0.250] |\n", false},
+		{"| `x.json` | bash | heldout | greedy | 0.250 -> 0.400 | +0.150 [+0.050, +0.250] |\n", false},
+		{"| `x.json` | bash | heldout_family | t1 | 0.250 -> 0.400 | +0.150 [+0.050, +0.250] |\n", false},
+	} {
+		if bad := resultsMismatch(tc.doc, "x.json", summary); (bad == "") != tc.want {
+			t.Errorf("%q: mismatch %q, want a match: %v", tc.doc, bad, tc.want)
+		}
 	}
 }
 
-// resultsMismatch returns what doc lacks of a summary's comparisons, or "".
+// resultsMismatch returns what doc lacks of a summary's comparisons, or "":
+// each needs a table row (cells split on "|") naming the config, harness,
+// split and mode, with "before -> after" and the difference and its 95%
+// interval as the summary has them, to 3 decimals.
 func resultsMismatch(doc, config string, summary []byte) string {
 	var s struct {
 		Comparisons []struct {
 			Harness, Split, Mode string
 			Before, After        float64
+			Diff                 float64 `json:"diff"`
+			Lo                   float64 `json:"ci95_lo"`
+			Hi                   float64 `json:"ci95_hi"`
 		} `json:"comparisons"`
 	}
 	if err := json.Unmarshal(summary, &s); err != nil {
 		return err.Error()
 	}
-	var lines []string
+	var rows [][]string
 	for _, l := range strings.Split(doc, "\n") {
-		if strings.Contains(l, config) {
-			lines = append(lines, l)
+		if strings.Contains(l, "`"+config+"`") {
+			var cells []string
+			for _, c := range strings.Split(l, "|") {
+				cells = append(cells, strings.TrimSpace(c))
+			}
+			rows = append(rows, cells)
 		}
 	}
 	for _, c := range s.Comparisons {
-		want := fmt.Sprintf("%.3f -> %.3f", c.Before, c.After)
-		if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, want) }) {
-			return fmt.Sprintf("RESULTS.md has no line naming %s with %s (%s %s %s)", config, want, c.Harness, c.Split, c.Mode)
+		want := []string{c.Harness, c.Split, c.Mode, fmt.Sprintf("%.3f -> %.3f", c.Before, c.After),
+			fmt.Sprintf("%+.3f [%+.3f, %+.3f]", c.Diff, c.Lo, c.Hi)}
+		if !slices.ContainsFunc(rows, func(cells []string) bool {
+			return !slices.ContainsFunc(want, func(w string) bool { return !slices.Contains(cells, w) })
+		}) {
+			return fmt.Sprintf("RESULTS.md has no row naming `%s` with cells %q", config, want)
 		}
 	}
 	return ""
