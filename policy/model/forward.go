@@ -1,9 +1,6 @@
 package model
 
 import (
-	"math"
-	"sort"
-
 	"github.com/legorl/legorl/policy/backend"
 )
 
@@ -197,46 +194,11 @@ func (ps *pass[T]) moeForward(lp *layerParams[T], x []T, moeIdx int) ([]T, *moeC
 	probs := linear(ps.ops, x, S, d, lp.router.data, E)
 	order := make([]int, E)
 	for t := 0; t < S; t++ {
-		row := probs[t*E : (t+1)*E]
-		mx := row[0]
-		for _, v := range row {
-			mx = max(mx, v)
-		}
-		var sum float64
-		for j, v := range row {
-			e := math.Exp(float64(v - mx))
-			row[j] = T(e)
-			sum += e
-		}
-		for j := range row {
-			row[j] = T(float64(row[j]) / sum)
-		}
-		sel := mc.sel[t*K : (t+1)*K]
+		var replay []int16
 		if ps.replay != nil {
-			for j, e := range ps.replay[t][moeIdx] {
-				sel[j] = int(e)
-			}
-		} else {
-			for j := range order {
-				order[j] = j
-			}
-			sort.SliceStable(order, func(a, b int) bool { return row[order[a]] > row[order[b]] })
-			copy(sel, order[:K])
+			replay = ps.replay[t][moeIdx]
 		}
-		var ws T
-		for j, e := range sel {
-			mc.w[t*K+j] = row[e]
-			ws += row[e]
-		}
-		if c.NormTopKProb {
-			for j := range sel {
-				mc.w[t*K+j] /= ws
-			}
-		}
-		r := make([]int16, K)
-		for j, e := range sel {
-			r[j] = int16(e)
-		}
+		r := route(probs[t*E:(t+1)*E], replay, c.NormTopKProb, order, mc.sel[t*K:(t+1)*K], mc.w[t*K:(t+1)*K])
 		ps.routes[t] = append(ps.routes[t], r)
 	}
 	mc.probs = probs

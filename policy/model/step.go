@@ -3,7 +3,6 @@ package model
 import (
 	"fmt"
 	"math"
-	"sort"
 
 	"github.com/legorl/legorl/policy/backend"
 	"github.com/legorl/legorl/policy/kernels"
@@ -286,38 +285,7 @@ func (st *step) moe(lp *layerParams[float32], x []float32, moeIdx int) []float32
 	tok := make([][]int, E) // per expert: rows, ascending
 	slot := make([][]int, E)
 	for t := range R {
-		row := probs[t*E : (t+1)*E]
-		mx := row[0]
-		for _, v := range row {
-			mx = max(mx, v)
-		}
-		var sum float64
-		for j, v := range row {
-			e := math.Exp(float64(v - mx))
-			row[j] = float32(e)
-			sum += e
-		}
-		for j := range row {
-			row[j] = float32(float64(row[j]) / sum)
-		}
-		for j := range order {
-			order[j] = j
-		}
-		sort.SliceStable(order, func(a, b int) bool { return row[order[a]] > row[order[b]] })
-		s := sel[t*K : (t+1)*K]
-		copy(s, order[:K])
-		var ws float32
-		r := make([]int16, K)
-		for j, e := range s {
-			wts[t*K+j] = row[e]
-			ws += row[e]
-			r[j] = int16(e)
-		}
-		if c.NormTopKProb {
-			for j := range s {
-				wts[t*K+j] /= ws
-			}
-		}
+		r := route(probs[t*E:(t+1)*E], nil, c.NormTopKProb, order, sel[t*K:(t+1)*K], wts[t*K:(t+1)*K])
 		st.routes[t] = append(st.routes[t], r)
 	}
 	for t := range R {
