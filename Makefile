@@ -23,7 +23,7 @@ FUZZTIME ?= 20s
 TEST_FUZZEXECS ?= 20000x
 
 .DEFAULT_GOAL := help
-.PHONY: help demo starter test test-harnesses build tools lint fuzz bench clean jinja-ref torch-ref pytest-ref docker-up docker-down bench-deps bench-sgemm bench-train cuda-headers cuda-build cuda-emu ptx ptx-check device-bundle device-check
+.PHONY: help demo starter chaos test test-harnesses build tools lint fuzz bench clean jinja-ref torch-ref pytest-ref docker-up docker-down bench-deps bench-sgemm bench-train cuda-headers cuda-build cuda-emu ptx ptx-check device-bundle device-check
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_%/-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -85,6 +85,9 @@ FUZZ_TARGETS := ./storage:FuzzDecodeFile ./policy/chat:FuzzQwen3Parse ./policy/c
 	./sandbox/docker:FuzzExtractTar ./tasks:FuzzParsePatch \
 	./proxy:FuzzDecodeChat ./proxy:FuzzDecodeResponses ./proxy:FuzzDecodeMessages ./proxy:FuzzUnquoteJSON \
 	./policy/remote:FuzzDecodeNPY ./policy/remote:FuzzSSE ./policy/remote:FuzzSanitize ./policy/remote:FuzzResponses
+
+chaos: ## kill a small legorl run at a point of every stage, resume it each time, and compare its store with an uninterrupted run's (also part of make test)
+	$(GO) test -count=1 -run '^TestChaosResume$$' -v ./cmd/legorl
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 20s)
 	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
