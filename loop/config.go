@@ -14,8 +14,8 @@ import (
 
 	"github.com/legorl/legorl/harness"
 	"github.com/legorl/legorl/harness/scripted"
-	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/policy/starter"
+	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/tasks"
 	"github.com/legorl/legorl/trainer"
 )

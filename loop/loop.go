@@ -44,6 +44,7 @@ import (
 	"github.com/legorl/legorl/pipelines/runner"
 	"github.com/legorl/legorl/policy/backend"
 	"github.com/legorl/legorl/policy/checkpoint"
+	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/tasks"
 	"github.com/legorl/legorl/trainer"
@@ -156,7 +157,6 @@ const (
 	ModeT1     = "t1"
 	ModeGreedy = "greedy"
 )
-
 
 // Run runs the loop of cfg. It returns what it measured; on error, what it
 // measured so far with the error.
@@ -280,7 +280,7 @@ func (l *looper) iteration(ctx context.Context, i int) (IterationResult, error) 
 		return IterationResult{}, err
 	}
 	it := IterationResult{Iteration: i, PolicyVersion: version, Checkpoint: next}
-	trainRef := storage.ManifestRef{RunID: cfg.Run, Iteration: i, Stage: "train"}
+	trainRef := storage.ManifestRef{RunID: cfg.Run, Iteration: i, Stage: schemas.StageTrain}
 	_, merr := storage.Latest(ctx, l.st, trainRef)
 	if merr != nil && !errors.Is(merr, storage.ErrNotFound) {
 		return it, merr
@@ -548,7 +548,7 @@ func (l *looper) publish(ctx context.Context, dir string) error {
 		if !e.Type().IsRegular() {
 			continue
 		}
-		key := fmt.Sprintf("runs/%s/checkpoints/v%06d/%s", l.cfg.Run, version, e.Name())
+		key := schemas.CheckpointKey(l.cfg.Run, version, e.Name())
 		if err := putFile(ctx, l.st, key, filepath.Join(dir, e.Name())); err != nil {
 			return fmt.Errorf("publish %s: %w", dir, err)
 		}
@@ -580,7 +580,7 @@ func (l *looper) storeResult(ctx context.Context, res *Result) error {
 		return err
 	}
 	first, last := res.Evals[0].PolicyVersion, res.Evals[len(res.Evals)-1].PolicyVersion
-	key := fmt.Sprintf("runs/%s/reports/loop/results-v%06d-v%06d-%d.json", l.cfg.Run, first, last, time.Now().UnixNano())
+	key := schemas.LoopResultKey(l.cfg.Run, first, last, time.Now().UnixNano())
 	return transforms.PutSame(ctx, l.st, key, bytes.NewReader(body), int64(len(body)))
 }
 

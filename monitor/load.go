@@ -126,7 +126,7 @@ func (m *Monitor) snapshot(ctx context.Context, run string) (*snapshot, error) {
 	// Loads outlive a request that gives up: the next one reuses them.
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.LoadTimeout)
 	defer cancel()
-	keys, err := m.st.List(lctx, "runs/"+run+"/manifests/")
+	keys, err := m.st.List(lctx, schemas.ManifestsPrefix(run))
 	if err != nil {
 		rs.err = fmt.Errorf("monitor: list the manifests of run %s: %w", run, err)
 		rs.checked = now
@@ -426,7 +426,7 @@ func (m *Monitor) discover(ctx context.Context) ([]string, error) {
 	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.LoadTimeout)
 	defer cancel()
-	keys, err := m.st.List(lctx, "runs/")
+	keys, err := m.st.List(lctx, schemas.RunsPrefix)
 	m.discAt = m.now()
 	if err != nil {
 		m.discErr = fmt.Errorf("monitor: list runs in %s: %w", m.st.URI(), err)

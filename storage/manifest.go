@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/legorl/legorl/schemas"
 )
 
 // FileEntry describes one committed data file.
@@ -69,7 +71,7 @@ func (r ManifestRef) check() error {
 
 // Prefix returns the key prefix under which the versions live.
 func (r ManifestRef) Prefix() string {
-	return fmt.Sprintf("runs/%s/manifests/%s/iter-%06d/", r.RunID, r.Stage, r.Iteration)
+	return schemas.ManifestPrefix(r.RunID, r.Stage, r.Iteration)
 }
 
 // Key returns the key of version v.
@@ -78,7 +80,7 @@ func (r ManifestRef) Key(v int) string { return fmt.Sprintf("%sv%06d.json", r.Pr
 // DataKey returns a key for a new data file of table in this run, iteration
 // and stage; name must be unique within them (a shard or writer id).
 func (r ManifestRef) DataKey(table, name string) string {
-	return fmt.Sprintf("runs/%s/data/%s/iter-%06d/%s-%s.parquet", r.RunID, table, r.Iteration, r.Stage, name)
+	return schemas.DataKey(r.RunID, table, r.Iteration, r.Stage, name)
 }
 
 var versionRE = regexp.MustCompile(`v(\d{6})\.json$`)
@@ -223,7 +225,7 @@ func Manifests(ctx context.Context, st Store, runID string) ([]Manifest, error) 
 	if err := CheckName("run id", runID); err != nil {
 		return nil, err
 	}
-	keys, err := st.List(ctx, "runs/"+runID+"/manifests/")
+	keys, err := st.List(ctx, schemas.ManifestsPrefix(runID))
 	if err != nil {
 		return nil, err
 	}

@@ -131,7 +131,7 @@ type LoadOptions struct {
 // key and row. Segments of masked rollouts are dropped and counted.
 func Load(ctx context.Context, st storage.Store, runID string, iteration int, opt LoadOptions) (*Data, error) {
 	if opt.Stage == "" {
-		opt.Stage = "rollout"
+		opt.Stage = schemas.StageRollout
 	}
 	if opt.Mem == nil {
 		opt.Mem = memory.DefaultAllocator

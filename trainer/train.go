@@ -126,7 +126,7 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 	for _, r := range rows {
 		lin.Steps = append(lin.Steps, stepColumns(r))
 	}
-	ref := storage.ManifestRef{RunID: o.RunID, Iteration: o.Iteration, Stage: "train"}
+	ref := storage.ManifestRef{RunID: o.RunID, Iteration: o.Iteration, Stage: schemas.StageTrain}
 	// Unique per attempt: a put that was never committed leaves its key taken.
 	lin.TrainStepsKey = ref.DataKey(string(schemas.TableTrainSteps), fmt.Sprintf("v%06d-%d", lin.Version, time.Now().UnixNano()))
 

@@ -46,7 +46,7 @@ type AuditReport struct {
 
 // AuditReportKey is the key of an audit's stored report.
 func AuditReportKey(runID, jobID string) string {
-	return fmt.Sprintf("runs/%s/reports/audit/%s.json", runID, jobID)
+	return schemas.AuditReportKey(runID, jobID)
 }
 
 // StoreAuditReport gathers the findings into one report, stores it

@@ -230,7 +230,7 @@ func (c Config) ref() storage.ManifestRef {
 }
 
 // Stage is the manifest stage the rollout pipeline commits by default.
-const Stage = "rollout"
+const Stage = schemas.StageRollout
 
 func (c Config) footer(t schemas.Table) schemas.Footer {
 	return schemas.Footer{SchemaVersion: schemas.Version, Table: t, RunID: c.RunID, ConfigHash: c.ConfigHash,
@@ -239,5 +239,5 @@ func (c Config) footer(t schemas.Table) schemas.Footer {
 
 // ReportKey is the key of a pipeline run's report.
 func ReportKey(runID, stage string, iteration int32, jobID string) string {
-	return fmt.Sprintf("runs/%s/reports/%s/iter-%06d/%s.json", runID, stage, iteration, jobID)
+	return schemas.ReportKey(runID, stage, iteration, jobID)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
 )
 
@@ -88,7 +89,7 @@ type EvalTable struct {
 
 // EvalReportKey is the key of an eval's stored table.
 func EvalReportKey(runID string, iteration int32, jobID string) string {
-	return fmt.Sprintf("runs/%s/reports/eval/iter-%06d/%s.json", runID, iteration, jobID)
+	return schemas.ReportKey(runID, "eval", iteration, jobID)
 }
 
 // TagHarness turns a harness's group results into EvalRollouts. It

@@ -132,7 +132,7 @@ func ClaimKey(runID, stage string, iteration int32, groupID string) string {
 // ClaimPrefix is the key prefix of a stage's claims in an iteration
 // (progress: one claim per finished group).
 func ClaimPrefix(runID, stage string, iteration int32) string {
-	return fmt.Sprintf("runs/%s/claims/%s/iter-%06d/", runID, stage, iteration)
+	return schemas.ClaimPrefix(runID, stage, iteration)
 }
 
 // ReadClaim returns the group result a claim holds; found is false when

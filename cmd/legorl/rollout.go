@@ -157,7 +157,7 @@ func findAgent() (string, error) {
 // named after the rollout, write-once) and commits them to the rollout
 // stage's manifest of the iteration.
 func writeRows(ctx context.Context, st storage.Store, row schemas.Rollout, segs []schemas.Segment, steps []schemas.Step) error {
-	ref := storage.ManifestRef{RunID: row.RunID, Iteration: int(row.Iteration), Stage: "rollout"}
+	ref := storage.ManifestRef{RunID: row.RunID, Iteration: int(row.Iteration), Stage: schemas.StageRollout}
 	foot := func(t schemas.Table) schemas.Footer {
 		return schemas.Footer{SchemaVersion: schemas.Version, Table: t, RunID: row.RunID, ConfigHash: "legorl-rollout",
 			PolicyVersion: row.PolicyVersion, CodeVersion: version}

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/trainer"
 )
@@ -27,7 +28,7 @@ func runTrain(ctx context.Context, env *environ, args []string, stdout, stderr i
 	out := fs.String("out", "", "new checkpoint folder; must not exist (required)")
 	cfgFile := fs.String("config", "", "JSON file of trainer settings (see trainer.Config); the flags below override it")
 	parentVersion := fs.Int64("policy-version", -1, "policy version of --policy; -1 reads its lineage.json (0 without one)")
-	stage := fs.String("stage", "rollout", "manifest stage holding the rollouts and segments")
+	stage := fs.String("stage", schemas.StageRollout, "manifest stage holding the rollouts and segments")
 	// Overrides of the config's most used fields; their defaults are the
 	// config's, so only flags given on the command line apply.
 	loss := fs.String("loss", "", "objective: ppo or gspo (default ppo)")
