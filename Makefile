@@ -65,9 +65,7 @@ test: tools lint cuda-build ptx-check cuda-emu ## the whole suite: installs and 
 # platforms' optional packages (opencode-darwin-arm64, ...) out of the lock
 # file and npm ci then refuses it. package.json pins exact versions.
 $(HARNESS_STAMP): tools/harnesses/package.json
-	@command -v node >/dev/null && command -v npm >/dev/null || { \
-		echo "installing Node.js and npm from Debian"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; }
+	@scripts/setup node
 	cd tools/harnesses && npm install --no-audit --no-fund --loglevel=error
 	@touch $@
 
@@ -114,29 +112,25 @@ $(VERSITYGW_STAMP):
 
 # npm-based references: tools/NAME/node_modules/.legorl-installed is the stamp.
 tools/%/node_modules/.legorl-installed: tools/%/package.json tools/%/package-lock.json
-	@command -v node >/dev/null && command -v npm >/dev/null || { \
-		echo "installing Node.js and npm from Debian"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; }
+	@scripts/setup node
 	cd tools/$* && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 # Debian's python3-jinja2: the chat-template reference of the policy/chat tests.
 # /usr/bin/python3 on purpose: the python3 on PATH may be another install.
 jinja-ref:
-	@/usr/bin/python3 -c 'import jinja2' 2>/dev/null || { echo "installing python3-jinja2 from Debian"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-jinja2; }
+	@/usr/bin/python3 -c 'import jinja2' 2>/dev/null || scripts/setup deb-full python3-jinja2
 
 # Debian's pytest and git: the grader runs /usr/bin/python3 -m pytest inside the sandbox.
 pytest-ref:
-	@/usr/bin/python3 -c 'import pytest' 2>/dev/null && command -v git >/dev/null || { echo "installing python3-pytest from Debian"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-pytest git; }
+	@/usr/bin/python3 -c 'import pytest' 2>/dev/null && command -v git >/dev/null || scripts/setup deb python3-pytest git
 
 # Debian's headless Chromium and its driver: the browser of the dashboard's
 # tests (monitor/browser_test.go, over the DevTools protocol), which fail
 # without it when CI=true. Their screenshots go to $(LEGORL_TEST_ARTIFACTS)/monitor.
 export LEGORL_TEST_ARTIFACTS ?= $(CACHE)/artifacts
 /usr/bin/chromedriver:
-	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver
+	scripts/setup deb chromium chromium-driver
 
 dashboard-png: /usr/bin/chromedriver ## rewrite docs/img/dashboard.png from the dashboard's browser test
 	$(GO) test -count=1 -run '^TestBrowser$$' ./monitor -update-screenshot
@@ -144,24 +138,22 @@ dashboard-png: /usr/bin/chromedriver ## rewrite docs/img/dashboard.png from the 
 # Debian's Jupyter, pandas and matplotlib: `make test` executes every notebook
 # in notebooks/ headless with them (cmd/legorl TestNotebooks, /usr/bin/python3).
 $(NOTEBOOK_STAMP):
-	@dpkg -s $(NOTEBOOK_DEBS) >/dev/null 2>&1 || { echo "installing Jupyter, pandas and matplotlib from Debian"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(NOTEBOOK_DEBS); }
+	@scripts/setup deb $(NOTEBOOK_DEBS)
 	@mkdir -p $(CACHE) && touch $@
 
-# bubblewrap: the anchor of the local sandbox benchmark.
 # Debian's Prometheus: cmd/legorl TestPrometheus scrapes legorl serve and
 # legorl run --metrics-addr with it and runs the Grafana dashboard's queries.
 /usr/bin/prometheus:
-	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus
+	scripts/setup deb prometheus
 
+# bubblewrap: the anchor of the local sandbox benchmark.
 /usr/bin/bwrap:
-	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap
+	scripts/setup deb bubblewrap
 
 # Debian's python3-torch: the independent Qwen3 implementation (tools/model-ref)
 # that the policy/model tests compare logprobs, routing and gradients with.
 torch-ref:
-	@/usr/bin/python3 -c 'import torch, numpy' 2>/dev/null || { echo "installing python3-torch from Debian"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch python3-numpy; }
+	@/usr/bin/python3 -c 'import torch, numpy' 2>/dev/null || scripts/setup deb-full python3-torch python3-numpy
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -171,8 +163,7 @@ bench: tools docker-up ## run the benchmarks (see docs/PERFORMANCE.md)
 	$(GO) test -run '^$$' -bench . -benchmem ./... ; rc=$$?; scripts/docker/stop-dockerd.sh; exit $$rc
 
 bench-deps: ## Debian packages for the PyTorch/OpenBLAS anchors in bench/
-	@dpkg -s python3-numpy python3-torch libopenblas0-pthread python3-threadpoolctl >/dev/null 2>&1 || \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-numpy python3-torch libopenblas0-pthread python3-threadpoolctl)
+	@scripts/setup deb-full python3-numpy python3-torch libopenblas0-pthread python3-threadpoolctl
 
 bench-sgemm: bench-deps ## Sgemm vs FMA peak, gonum, OpenBLAS and PyTorch, same run
 	$(GO) test -run '^$$' -bench 'FMAPeak|MicroKernel|Sgemm/.*/(legorl|gonum|kernel=avx2)/' -count 3 ./policy/kernels

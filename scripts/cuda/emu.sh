@@ -32,7 +32,7 @@ out=$root/.cache/cuda-emu
 mkdir -p "$out"
 if ! command -v clang++-14 >/dev/null; then
 	echo "installing clang-14 from Debian (the emulator's C++ compiler)"
-	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang-14 >/dev/null
+	"$(dirname "$0")/../setup" deb clang-14
 fi
 python3 "$emu/gen.py" "$root/policy/backend/cuda/kernels/kernels.cu" "$out/kemu.cpp"
 clang++-14 -std=c++20 -O2 -fPIC -shared -Wno-unknown-attributes -I"$emu" -o "$out/libcuda.so.1" "$emu/emu_rt.cpp" "$out/kemu.cpp"

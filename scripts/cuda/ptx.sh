@@ -21,7 +21,7 @@ cc=clang-14
 
 if ! command -v "$cc" >/dev/null; then
 	echo "installing clang-14 from Debian (the PTX compiler of make ptx)"
-	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang-14 >/dev/null
+	"$(dirname "$0")/../setup" deb clang-14
 fi
 
 # gen OUT: compile $src to OUT with the header line.
