@@ -178,6 +178,76 @@ const MaxFileBytes = 4 << 30
 // manifest entry, and decodes its footer. A truncated or altered file fails
 // with ErrChecksum naming the key; it is never decoded.
 func OpenFile(ctx context.Context, st Getter, e FileEntry, mem memory.Allocator) (*File, error) {
+	data, err := fetchVerified(ctx, st, e)
+	if err != nil {
+		return nil, err
+	}
+	f, err := DecodeFile(e.Key, data, mem)
+	if err != nil {
+		return nil, err
+	}
+	if string(f.Footer.Table) != e.Table {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s holds table %s, manifest says %s", ErrCorrupt, e.Key, f.Footer.Table, e.Table)
+	}
+	if f.rows != e.Rows {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s holds %d rows, manifest says %d", ErrCorrupt, e.Key, f.rows, e.Rows)
+	}
+	return f, nil
+}
+
+// ReadRows is the typed read beside the typed writer: it fetches and
+// verifies a committed file as OpenFile does and decodes its rows into T,
+// the row type of its table (schemas.Rollout, Segment, Step, TrainStep).
+func ReadRows[T any](ctx context.Context, st Getter, e FileEntry) ([]T, error) {
+	data, err := fetchVerified(ctx, st, e)
+	if err != nil {
+		return nil, err
+	}
+	rows, table, err := decodeRows[T](e.Key, data)
+	if err != nil {
+		return nil, err
+	}
+	if string(table) != e.Table {
+		return nil, fmt.Errorf("%w: %s holds table %s, manifest says %s", ErrCorrupt, e.Key, table, e.Table)
+	}
+	if int64(len(rows)) != e.Rows {
+		return nil, fmt.Errorf("%w: %s holds %d rows, manifest says %d", ErrCorrupt, e.Key, len(rows), e.Rows)
+	}
+	return rows, nil
+}
+
+// DecodeRows decodes the Parquet bytes of a legorl file named name into
+// rows of T: the footer must be a legorl footer, the columns the table's,
+// and T that table's row type. Malformed input gives an ErrCorrupt error
+// naming the file, never a panic.
+func DecodeRows[T any](name string, data []byte) ([]T, error) {
+	rows, _, err := decodeRows[T](name, data)
+	return rows, err
+}
+
+func decodeRows[T any](name string, data []byte) (rows []T, table schemas.Table, err error) {
+	f, err := DecodeFile(name, data, memory.DefaultAllocator)
+	if err != nil {
+		return nil, "", err
+	}
+	table = f.Footer.Table
+	f.Close()
+	if err := checkRowType[T](table); err != nil {
+		return nil, "", fmt.Errorf("storage: read %s: %w", name, err)
+	}
+	defer recoverCorrupt(name, &err)
+	rows, err = parquet.Read[T](bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %s: %v", ErrCorrupt, name, err)
+	}
+	return rows, table, nil
+}
+
+// fetchVerified reads a committed file whole and checks its size and
+// sha256 against the manifest entry.
+func fetchVerified(ctx context.Context, st Getter, e FileEntry) ([]byte, error) {
 	if e.Size < 0 || e.Size > MaxFileBytes {
 		return nil, fmt.Errorf("%w: %s is %d bytes, not in [0, %d]", ErrCorrupt, e.Key, e.Size, MaxFileBytes)
 	}
@@ -198,19 +268,7 @@ func OpenFile(ctx context.Context, st Getter, e FileEntry, mem memory.Allocator)
 	if got := hex.EncodeToString(sum.Sum(nil)); got != e.SHA256 {
 		return nil, fmt.Errorf("%w: %s has sha256 %s, manifest says %s", ErrChecksum, e.Key, got[:12], short(e.SHA256))
 	}
-	f, err := DecodeFile(e.Key, buf.Bytes(), mem)
-	if err != nil {
-		return nil, err
-	}
-	if string(f.Footer.Table) != e.Table {
-		f.Close()
-		return nil, fmt.Errorf("%w: %s holds table %s, manifest says %s", ErrCorrupt, e.Key, f.Footer.Table, e.Table)
-	}
-	if f.rows != e.Rows {
-		f.Close()
-		return nil, fmt.Errorf("%w: %s holds %d rows, manifest says %d", ErrCorrupt, e.Key, f.rows, e.Rows)
-	}
-	return f, nil
+	return buf.Bytes(), nil
 }
 
 func short(s string) string {

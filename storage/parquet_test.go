@@ -76,6 +76,25 @@ func checkTable[T any](t *testing.T, table schemas.Table, rows []T) {
 		t.Fatalf("entry %+v, want %+v", e, want)
 	}
 
+	// The typed read gives back the rows written.
+	back, err := storage.ReadRows[T](ctx, st, e)
+	if err != nil {
+		t.Fatalf("ReadRows: %v", err)
+	}
+	if fmt.Sprintf("%+v", back) != fmt.Sprintf("%+v", rows) {
+		t.Errorf("ReadRows gave other rows:\n got %+v\nwant %+v", back, rows)
+	}
+	if table != schemas.TableSteps {
+		if _, err := storage.ReadRows[schemas.Step](ctx, st, e); err == nil || !strings.Contains(err.Error(), "columns") && !strings.Contains(err.Error(), "column 0") {
+			t.Errorf("ReadRows of %s as steps: %v, want a row type error", table, err)
+		}
+	}
+	bad := e
+	bad.SHA256 = strings.Repeat("0", 64)
+	if _, err := storage.ReadRows[T](ctx, st, bad); !errors.Is(err, storage.ErrChecksum) {
+		t.Errorf("ReadRows with a wrong sha256: %v, want ErrChecksum", err)
+	}
+
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
 	pf, err := file.NewParquetReader(bytes.NewReader(data))

@@ -15,7 +15,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
-	"github.com/parquet-go/parquet-go"
 
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
@@ -253,7 +252,7 @@ func validateRows(t schemas.Table, data []byte, rolloutID func(string)) (n int64
 // checkRows decodes data as Parquet rows of R and runs validate on each,
 // all of them (so the caller sees every row); bad names the first invalid.
 func checkRows[R any](data []byte, validate func(*R) error) (n int64, bad string, err error) {
-	rows, err := parquet.Read[R](bytes.NewReader(data), int64(len(data)))
+	rows, err := storage.DecodeRows[R]("the file", data)
 	if err != nil {
 		return 0, "", err
 	}

@@ -1,24 +1,46 @@
 package transforms
 
 import (
-	"bytes"
+	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/parquet-go/parquet-go"
-
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/schemas/synth"
+	"github.com/legorl/legorl/storage"
 )
 
-// parquetOf encodes rows as one Parquet file.
+// parquetOf encodes rows as one legorl Parquet file (footer and all), the
+// way the sinks write them.
 func parquetOf[R any](t *testing.T, rows []R) []byte {
 	t.Helper()
-	var b bytes.Buffer
-	if err := parquet.Write(&b, rows); err != nil {
+	var table schemas.Table
+	switch any(*new(R)).(type) {
+	case schemas.Rollout:
+		table = schemas.TableRollouts
+	case schemas.Segment:
+		table = schemas.TableSegments
+	case schemas.Step:
+		table = schemas.TableSteps
+	case schemas.TrainStep:
+		table = schemas.TableTrainSteps
+	}
+	dir := t.TempDir()
+	st, err := storage.Open(context.Background(), "file://"+dir, storage.Options{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return b.Bytes()
+	footer := schemas.Footer{SchemaVersion: schemas.Version, Table: table, RunID: "r", ConfigHash: "c", PolicyVersion: 1, CodeVersion: "test"}
+	if _, err := storage.WriteFile(context.Background(), st, "f.parquet", footer, rows); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "f.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func TestValidateRows(t *testing.T) {
