@@ -29,7 +29,7 @@ help: ## list the targets
 	@grep -E '^[a-zA-Z_%/-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-8s %s\n", $$1, $$2}'
 
 demo: build pytest-ref ## the main job on embedded defaults: a short RL loop (built-in suite, tiny model, SFT, 2 iterations) with the before/after table; resumes if interrupted
-	$(BIN)/legorl run --store file://./legorl-data --work ./legorl-work/demo
+	$(BIN)/legorl run --store file://./legorl-data --work ./legorl-work/demo-rl
 
 # The starter checkpoint (policy/starter): the SFT stage of
 # docs/results/bash-pools.json, committed so RL runs and the demo start from
