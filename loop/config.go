@@ -104,6 +104,28 @@ type RL struct {
 	// family near 0.5 gives the most (variance-based task selection, arXiv
 	// 2504.03380). Needs tasks_per_iteration.
 	Select string `json:"select,omitempty"`
+	// Probe, when set, keeps the run's best policy by a validation probe:
+	// Probe.Tasks tasks at the end of the train split's seeded order are
+	// held out of the iterations, and pass@1 on them (temperature 1, one
+	// rollout each) is measured for the starting policy and every
+	// Probe.Every iterations. The final eval measures the checkpoint with
+	// the best probe pass@1 (the earliest on a tie), so a run that drifts
+	// past its best keeps its best; the held-out splits never choose.
+	// Needs tasks_per_iteration.
+	Probe *RLProbe `json:"probe,omitempty"`
+}
+
+// RLProbe configures RL's validation probe.
+type RLProbe struct {
+	// Tasks is the number of train-split tasks held out for the probe.
+	// Defaults to 128.
+	Tasks int `json:"tasks,omitempty"`
+	// Every is the period in iterations; the last iteration is always
+	// probed. Defaults to 10.
+	Every int `json:"every,omitempty"`
+	// Patience, when above 0, stops the run early after that many probes
+	// in a row without a new best. Defaults to 0: run every iteration.
+	Patience int `json:"patience,omitempty"`
 }
 
 // The values of RL.Select.
@@ -289,6 +311,16 @@ func (c Config) WithDefaults() Config {
 	if c.Eval.Group == 0 {
 		c.Eval.Group = 1
 	}
+	if c.RL.Probe != nil {
+		p := *c.RL.Probe
+		if p.Tasks == 0 {
+			p.Tasks = 128
+		}
+		if p.Every == 0 {
+			p.Every = 10
+		}
+		c.RL.Probe = &p
+	}
 	if c.SFT != nil && c.SFT.Probe != nil {
 		s, p := *c.SFT, *c.SFT.Probe
 		if p.Tasks == 0 {
@@ -362,6 +394,14 @@ func (c Config) Validate() error {
 		return bad("rl.select %q: want %s or %s", c.RL.Select, SelectOrder, SelectVariance)
 	case c.RL.Select == SelectVariance && c.RL.TasksPerIteration == 0:
 		return bad("rl.select %s needs rl.tasks_per_iteration", SelectVariance)
+	}
+	if p := c.RL.Probe; p != nil {
+		switch {
+		case c.RL.TasksPerIteration == 0:
+			return bad("rl.probe needs rl.tasks_per_iteration (the probe's tasks are held out of the iterations' pool)")
+		case p.Tasks < 1 || p.Every < 1 || p.Patience < 0:
+			return bad("rl.probe: tasks %d, every %d, patience %d: want tasks and every >= 1, patience >= 0", p.Tasks, p.Every, p.Patience)
+		}
 	}
 	if c.RL.TasksPerIteration < 0 || c.Eval.MaxTasks < 0 {
 		return bad("rl.tasks_per_iteration %d, eval.max_tasks %d: negative", c.RL.TasksPerIteration, c.Eval.MaxTasks)

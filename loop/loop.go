@@ -92,6 +92,10 @@ type Result struct {
 	Evals []EvalResult `json:"evals"`
 	// Comparisons pair the first and last evals by task.
 	Comparisons []Comparison `json:"comparisons,omitempty"`
+	// Probes are rl.probe's measurements, in order; Kept is the iteration
+	// count of the policy the final eval measured (rl.probe's best).
+	Probes []ProbeResult `json:"rl_probes,omitempty"`
+	Kept   *int          `json:"kept_iteration,omitempty"`
 	// SFT is what the warm start did, when the config has one.
 	SFT *SFTSummary `json:"sft,omitempty"`
 	// Start is the starting checkpoint, iteration 0's policy: Config.Policy,
@@ -99,6 +103,16 @@ type Result struct {
 	Start string `json:"start"`
 	// WallSeconds is the time this invocation of the loop took.
 	WallSeconds float64 `json:"wall_seconds"`
+}
+
+// ProbeResult is one rl.probe measurement: pass@1 at temperature 1 of the
+// policy after Iteration iterations on the probe's tasks.
+type ProbeResult struct {
+	Iteration  int     `json:"iteration"`
+	Checkpoint string  `json:"checkpoint"`
+	Pass1      float64 `json:"pass1"`
+	Tasks      int     `json:"tasks"`
+	Masked     int     `json:"masked"`
 }
 
 // SFTSummary is the warm start's record.
@@ -230,6 +244,14 @@ func (l *looper) run(ctx context.Context, res *Result) error {
 	if err := evalAt(0); err != nil {
 		return err
 	}
+	var keep *keeper
+	if p := cfg.RL.Probe; p != nil {
+		keep = &keeper{patience: p.Patience}
+		if err := l.rlProbe(ctx, 0, keep, res); err != nil {
+			return err
+		}
+	}
+	done := 0
 	for i := 0; i < cfg.Iterations; i++ {
 		it, err := l.iteration(ctx, i)
 		if err != nil {
@@ -237,13 +259,67 @@ func (l *looper) run(ctx context.Context, res *Result) error {
 		}
 		res.Iterations = append(res.Iterations, it)
 		l.logf("%s", it.summary())
+		done = i + 1
 		last := i == cfg.Iterations-1
-		if last || (cfg.Eval.Every > 0 && (i+1)%cfg.Eval.Every == 0) {
-			if err := evalAt(i + 1); err != nil {
+		if keep != nil && (last || done%cfg.RL.Probe.Every == 0) {
+			if err := l.rlProbe(ctx, done, keep, res); err != nil {
+				return err
+			}
+			if keep.stop() && !last {
+				l.logf("rl.probe: no new best in %d probes (best pass@1 %.3f after %d iterations): stopping after iteration %d", keep.patience, keep.best, keep.at, i)
+				break
+			}
+		}
+		if !last && cfg.Eval.Every > 0 && done%cfg.Eval.Every == 0 {
+			if err := evalAt(done); err != nil {
 				return err
 			}
 		}
 	}
+	final := done
+	if keep != nil {
+		final = keep.at
+		res.Kept = &final
+		l.logf("rl.probe: the final policy is the best probed one, after %d of %d iterations (probe pass@1 %.3f): %s", final, done, keep.best, l.ckpt(final))
+	}
+	return evalAt(final)
+}
+
+// keeper tracks the best policy by rl.probe's pass@1.
+type keeper struct {
+	patience int
+	best     float64
+	at       int // the best policy's iteration count
+	since    int // probes since the best
+	seen     bool
+}
+
+// add records a probe of the policy after iteration count at; the earliest
+// best is kept.
+func (k *keeper) add(at int, pass1 float64) {
+	if !k.seen || pass1 > k.best {
+		k.best, k.at, k.since, k.seen = pass1, at, 0, true
+		return
+	}
+	k.since++
+}
+
+// stop reports whether patience has run out.
+func (k *keeper) stop() bool { return k.patience > 0 && k.since >= k.patience }
+
+// rlProbe measures the policy after at iterations on rl.probe's tasks.
+func (l *looper) rlProbe(ctx context.Context, at int, keep *keeper, res *Result) error {
+	path, err := l.rlProbeTasks()
+	if err != nil {
+		return err
+	}
+	r, err := l.probe(ctx, l.ckpt(at), at, path, "rl-probe", l.cfg.RL.Probe.Tasks)
+	if err != nil {
+		return fmt.Errorf("rl.probe after %d iterations: %w", at, err)
+	}
+	keep.add(at, r.Pass1)
+	res.Probes = append(res.Probes, ProbeResult{Iteration: at, Checkpoint: l.ckpt(at), Pass1: r.Pass1, Tasks: r.Tasks, Masked: r.Masked})
+	l.logf("rl.probe after %d iterations: pass@1 %.3f over %d held-out train tasks (%d masked); best %.3f after %d", at, r.Pass1, r.Tasks, r.Masked, keep.best, keep.at)
 	return nil
 }
 

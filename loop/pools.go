@@ -76,7 +76,7 @@ func (l *looper) iterationTasks(ctx context.Context, i int) (string, error) {
 	if k == 0 {
 		return "", nil
 	}
-	pool, err := l.rlPool()
+	pool, err := l.iterationPool()
 	if err != nil {
 		return "", err
 	}
@@ -188,6 +188,34 @@ func drawByVariance(r *rand.Rand, pool []tasks.Instance, used map[string]bool, o
 		desc[n] = fmt.Sprintf("%s %.2f (%d/%d)", f, weights[n]/total, counts[f][1], counts[f][0])
 	}
 	return out, strings.Join(desc, ", ")
+}
+
+// iterationPool is the RL pool the iterations draw from: all of it, or
+// with rl.probe all but its last rl.probe.tasks tasks, which the probe
+// holds out.
+func (l *looper) iterationPool() ([]tasks.Instance, error) {
+	pool, err := l.rlPool()
+	p := l.cfg.RL.Probe
+	if err != nil || p == nil {
+		return pool, err
+	}
+	if len(pool) <= p.Tasks {
+		return nil, fmt.Errorf("%w: rl.probe.tasks %d: the train split has %d tasks, none would be left to train on", ErrConfig, p.Tasks, len(pool))
+	}
+	return pool[:len(pool)-p.Tasks], nil
+}
+
+// rlProbeTasks is the task file of RL's probe: the last rl.probe.tasks
+// tasks of the RL pool, which the iterations never draw.
+func (l *looper) rlProbeTasks() (string, error) {
+	pool, err := l.rlPool()
+	if err != nil {
+		return "", err
+	}
+	if n := l.cfg.RL.Probe.Tasks; len(pool) > n {
+		pool = pool[len(pool)-n:]
+	}
+	return l.taskFile("rl-probe", pool)
 }
 
 // probeTasks is the task file of SFT's probe: the last tasks of the RL

@@ -82,3 +82,39 @@ func ids(ins []tasks.Instance) []string {
 	}
 	return out
 }
+
+// TestKeeper: rl.probe keeps the earliest best probe, and patience counts
+// the probes since it.
+func TestKeeper(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		patience int
+		probes   []float64 // after 0, 10, 20, ... iterations
+		at       int
+		best     float64
+		stopAt   int // index of the probe after which stop() is first true; -1: never
+	}{
+		{"rises", 2, []float64{0.1, 0.2, 0.3}, 20, 0.3, -1},
+		{"peaks then decays", 2, []float64{0.1, 0.3, 0.2, 0.25, 0.4}, 10, 0.3, 3},
+		{"tie keeps the earliest", 0, []float64{0.2, 0.2, 0.1}, 0, 0.2, -1},
+		{"never better than the start", 1, []float64{0.2, 0.1, 0.15}, 0, 0.2, 1},
+		{"all zero", 0, []float64{0, 0, 0}, 0, 0, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := keeper{patience: tc.patience}
+			stopAt := -1
+			for i, p := range tc.probes {
+				if stopAt >= 0 {
+					break // the loop stops here
+				}
+				k.add(i*10, p)
+				if k.stop() {
+					stopAt = i
+				}
+			}
+			if k.at != tc.at || k.best != tc.best || stopAt != tc.stopAt {
+				t.Errorf("kept %d (%.2f), stop after probe %d; want %d (%.2f), %d", k.at, k.best, stopAt, tc.at, tc.best, tc.stopAt)
+			}
+		})
+	}
+}

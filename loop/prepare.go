@@ -228,26 +228,35 @@ func (l *looper) prepareSFT(ctx context.Context, from string) (string, error) {
 // probe checkpoint on the probe tasks: an eval run of its own
 // (RUN-sft-probe, iteration = the epoch).
 func (l *looper) measureProbe(ctx context.Context, ckpt string, epoch int, taskFile string) (float64, int, error) {
-	version, err := policyVersion(ckpt)
+	r, err := l.probe(ctx, ckpt, epoch, taskFile, "sft-probe", l.cfg.SFT.Probe.Tasks)
 	if err != nil {
 		return 0, 0, err
 	}
-	rc := l.rolloutConfig(epoch, ckpt, version, l.cfg.Harness, "", 1, l.cfg.Run+"-sft-probe")
-	rc.Harness, rc.Stage = l.cfg.Harness, eval.Stage(l.cfg.Harness)
-	n := l.cfg.SFT.Probe.Tasks
-	done := l.onPipeline(rc, n)
-	t, err := eval.Run(ctx, eval.Options{Tasks: taskFile, Harnesses: []string{l.cfg.Harness}, Splits: trainSplit, Config: rc},
-		l.runnerOptions("sft-probe", epoch))
-	done()
-	if err != nil {
-		return 0, 0, err
-	}
-	if len(t.Rows) == 0 {
-		return 0, 0, fmt.Errorf("sft probe: no rollout completed")
-	}
-	r := t.Rows[0]
 	l.logf("SFT probe after epoch %d: pass@1 %.3f over %d tasks of the RL pool (%d masked)", epoch+1, r.Pass1, r.Tasks, r.Masked)
 	return r.Pass1, r.Tasks, nil
+}
+
+// probe is pass@1 (temperature 1, one rollout per task) of a checkpoint on
+// a probe's n tasks of the train split: an eval run of its own, RUN-NAME
+// at iteration at, so a resumed run reads the committed rollouts back.
+func (l *looper) probe(ctx context.Context, ckpt string, at int, taskFile, name string, n int) (transforms.EvalRow, error) {
+	version, err := policyVersion(ckpt)
+	if err != nil {
+		return transforms.EvalRow{}, err
+	}
+	rc := l.rolloutConfig(at, ckpt, version, l.cfg.Harness, "", 1, l.cfg.Run+"-"+name)
+	rc.Harness, rc.Stage = l.cfg.Harness, eval.Stage(l.cfg.Harness)
+	done := l.onPipeline(rc, n)
+	t, err := eval.Run(ctx, eval.Options{Tasks: taskFile, Harnesses: []string{l.cfg.Harness}, Splits: trainSplit, Config: rc},
+		l.runnerOptions(name, at))
+	done()
+	if err != nil {
+		return transforms.EvalRow{}, err
+	}
+	if len(t.Rows) == 0 {
+		return transforms.EvalRow{}, fmt.Errorf("%s: no rollout completed", strings.ReplaceAll(name, "-", " "))
+	}
+	return t.Rows[0], nil
 }
 
 // readSFT records the SFT checkpoint's lineage in the run's summary.

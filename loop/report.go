@@ -81,7 +81,11 @@ func (r *Result) Table() string {
 	}
 	first, last := r.Evals[0], r.Evals[len(r.Evals)-1]
 	var b strings.Builder
-	fmt.Fprintf(&b, "\npass@1 on held-out tasks, policy v%d (before RL) -> v%d (after %d iterations); 95%% intervals; paired by task\n", first.PolicyVersion, last.PolicyVersion, len(r.Iterations))
+	after := fmt.Sprintf("after %d iterations", len(r.Iterations))
+	if r.Kept != nil {
+		after = fmt.Sprintf("after %d of %d iterations, the best by rl.probe", *r.Kept, len(r.Iterations))
+	}
+	fmt.Fprintf(&b, "\npass@1 on held-out tasks, policy v%d (before RL) -> v%d (%s); 95%% intervals; paired by task\n", first.PolicyVersion, last.PolicyVersion, after)
 	fmt.Fprintf(&b, "%-8s %-15s %-6s %-21s %-21s %-24s %5s %9s\n", "harness", "split", "mode", "before", "after", "delta", "tasks", "McNemar p")
 	for _, c := range r.Comparisons {
 		fmt.Fprintf(&b, "%-8s %-15s %-6s %.3f [%.3f,%.3f] %.3f [%.3f,%.3f] %+.3f [%+.3f,%+.3f] %5d %9.2g\n", c.Harness, c.Split, c.Mode,
@@ -95,6 +99,13 @@ func (r *Result) Table() string {
 		}
 		fmt.Fprintf(&b, "pass rate on the training tasks, by iteration: %s\n", strings.Join(rates, ", "))
 		fmt.Fprintf(&b, "groups without reward variance, by iteration: %s\n", strings.Join(zv, ", "))
+	}
+	if len(r.Probes) > 0 {
+		var ps []string
+		for _, p := range r.Probes {
+			ps = append(ps, fmt.Sprintf("%d: %.3f", p.Iteration, p.Pass1))
+		}
+		fmt.Fprintf(&b, "rl.probe pass@1 after N iterations (%d tasks): %s\n", r.Probes[0].Tasks, strings.Join(ps, ", "))
 	}
 	return b.String()
 }

@@ -238,6 +238,66 @@ func TestRunLoop(t *testing.T) {
 			t.Errorf("iteration 1 weighed %d completed rollouts of iteration 0, want 4: %s", completed, m[1])
 		}
 	}
+	checkRLProbe(t, dir, varPath, self)
+}
+
+// checkRLProbe runs the loop config at cfgPath (an SFT-free config of
+// TestRunLoop's) with rl.probe on 2 tasks every iteration: the probe's
+// tasks are never an iteration's, the start and each iteration are
+// probed, and the final eval measures the best probed checkpoint.
+func checkRLProbe(t *testing.T, dir, cfgPath, self string) {
+	t.Helper()
+	work := filepath.Join(dir, "work-probe")
+	cfg := strings.NewReplacer(`"run": "loop-var"`, `"run": "loop-probe"`, `-var"`, `-probe"`,
+		`"select": "variance"}`, `"probe": {"tasks": 2, "every": 1}}`).Replace(string(mustRead(t, cfgPath)))
+	path := filepath.Join(dir, "probe.json")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, testEnv(nil), "run", "--config", path, "--agent", self)
+	if code != 0 {
+		t.Fatalf("rl.probe run: exit %d: %s\n%s", code, stderr, cfg)
+	}
+	var sum struct {
+		Probes []loop.ProbeResult `json:"rl_probes"`
+		Kept   *int               `json:"kept_iteration"`
+		Evals  []struct {
+			Checkpoint string `json:"checkpoint"`
+		} `json:"evals"`
+	}
+	if b, err := os.ReadFile(filepath.Join(work, "summary.json")); err != nil || json.Unmarshal(b, &sum) != nil {
+		t.Fatalf("summary.json: %v", err)
+	}
+	if len(sum.Probes) != 3 || sum.Kept == nil || len(sum.Evals) != 2 {
+		t.Fatalf("summary: %d probes, kept %v, %d evals; want 3, set, 2", len(sum.Probes), sum.Kept, len(sum.Evals))
+	}
+	best := 0
+	for i, p := range sum.Probes {
+		if p.Iteration != i || p.Tasks != 2 {
+			t.Errorf("probe %d: %+v", i, p)
+		}
+		if p.Pass1 > sum.Probes[best].Pass1 {
+			best = i
+		}
+	}
+	if *sum.Kept != best || sum.Evals[1].Checkpoint != sum.Probes[best].Checkpoint {
+		t.Errorf("kept %d, final eval of %s; want %d, %s", *sum.Kept, sum.Evals[1].Checkpoint, best, sum.Probes[best].Checkpoint)
+	}
+	probe := string(mustRead(t, filepath.Join(work, "pools", "rl-probe.jsonl")))
+	for i := range 2 {
+		for _, line := range strings.Split(strings.TrimSpace(string(mustRead(t, filepath.Join(work, "pools", fmt.Sprintf("rl-iter-%06d.jsonl", i))))), "\n") {
+			var in struct {
+				ID string `json:"instance_id"`
+			}
+			json.Unmarshal([]byte(line), &in)
+			if in.ID == "" || strings.Contains(probe, `"instance_id":"`+in.ID+`"`) {
+				t.Errorf("iteration %d rolled out %q, a probe task", i, in.ID)
+			}
+		}
+	}
+	if !strings.Contains(stdout, "rl.probe pass@1 after N iterations (2 tasks): 0: ") || !strings.Contains(stderr, "rl.probe: the final policy is the best probed one") {
+		t.Errorf("no probe report:\n%s\n%s", stdout, stderr)
+	}
 }
 
 func mustRead(t *testing.T, path string) []byte {
@@ -320,6 +380,8 @@ func TestRunConfigErrors(t *testing.T) {
 		{"bad eval split", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "eval": {"splits": ["train"]}}`, `eval.splits: "train"`},
 		{"bad select", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "rl": {"tasks_per_iteration": 2, "select": "best"}}`, `rl.select "best"`},
 		{"variance without K", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "rl": {"select": "variance"}}`, "rl.select variance needs rl.tasks_per_iteration"},
+		{"rl probe without K", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "rl": {"probe": {}}}`, "rl.probe needs rl.tasks_per_iteration"},
+		{"rl probe negative patience", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "rl": {"tasks_per_iteration": 2, "probe": {"patience": -1}}}`, "rl.probe: tasks 128, every 10, patience -1"},
 		{"probe band past 1", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "sft": {"probe": {"band": [0.2, 1.5]}}}`, "sft.probe"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
