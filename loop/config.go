@@ -170,6 +170,12 @@ type Rollout struct {
 	Backend string `json:"backend,omitempty"`
 	// AgentTimeout and GradeTimeout are the phases' deadlines ("5m").
 	// Default to 5 and 5 minutes.
+	// Precision is the rollout engines' matrix-product precision, "fp32"
+	// or "bf16" (inputs rounded to bfloat16, as a GPU serving engine
+	// computes; backend.CPUBF16 on the CPU). Defaults to the training
+	// backend's: set it to sample in reduced precision beside an fp32
+	// trainer, the mismatch routing replay exists for.
+	Precision    string   `json:"precision,omitempty"`
 	AgentTimeout Duration `json:"agent_timeout,omitempty"`
 	GradeTimeout Duration `json:"grade_timeout,omitempty"`
 }
@@ -411,6 +417,9 @@ func (c Config) Validate() error {
 		if p.Tasks < 1 || p.Every < 1 || p.Band[0] < 0 || p.Band[1] > 1 || p.Band[0] > p.Band[1] {
 			return bad("sft.probe: tasks %d, every %d, band %v: want tasks and every >= 1 and 0 <= lo <= hi <= 1", p.Tasks, p.Every, p.Band)
 		}
+	}
+	if p := c.Rollout.Precision; p != "" && p != "fp32" && p != "bf16" {
+		return bad("rollout.precision %q: want fp32 or bf16", p)
 	}
 	if c.Rollout.MaxTurns < 0 || c.Rollout.MaxTokens < 0 || c.Rollout.Parallel < 0 {
 		return bad("rollout: negative max_turns, max_tokens or parallel")

@@ -566,6 +566,9 @@ func (l *looper) rolloutConfig(iteration int, policy string, version int64, h, s
 		run = cfg.Run
 	}
 	compute, precision := computeOf(l.o.Backend)
+	if cfg.Rollout.Precision != "" {
+		precision = cfg.Rollout.Precision
+	}
 	return transforms.Config{
 		Compute: compute, Precision: precision,
 		Store: cfg.Store, S3Endpoint: cfg.S3Endpoint, RunID: run, Iteration: int32(iteration), Stage: stage, Group: group,

@@ -382,6 +382,7 @@ func TestRunConfigErrors(t *testing.T) {
 		{"variance without K", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "rl": {"select": "variance"}}`, "rl.select variance needs rl.tasks_per_iteration"},
 		{"rl probe without K", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "rl": {"probe": {}}}`, "rl.probe needs rl.tasks_per_iteration"},
 		{"rl probe negative patience", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "rl": {"tasks_per_iteration": 2, "probe": {"patience": -1}}}`, "rl.probe: tasks 128, every 10, patience -1"},
+		{"bad rollout precision", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "rollout": {"precision": "fp16"}}`, `rollout.precision "fp16": want fp32 or bf16`},
 		{"probe band past 1", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "sft": {"probe": {"band": [0.2, 1.5]}}}`, "sft.probe"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

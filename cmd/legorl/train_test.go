@@ -168,7 +168,7 @@ func TestTrainCommandErrors(t *testing.T) {
 		{"failed check", []string{"train", "--store", badStore, "--run", "cli", "--iteration", "0", "--policy", badPolicy, "--out", out}, "train-inference logprob check failed: FAILED: pearson"},
 		{"output exists", []string{"train", "--store", store, "--run", "cli", "--iteration", "0", "--policy", policy, "--out", policy}, "already exists"},
 		{"unknown compute", []string{"train", "--store", store, "--run", "cli", "--iteration", "0", "--policy", policy, "--out", out, "--compute", "tpu"}, `--compute tpu: backend: unknown backend "tpu" (have cpu`},
-		{"bf16 on the cpu", []string{"train", "--store", store, "--run", "cli", "--iteration", "0", "--policy", policy, "--out", out, "--precision", "bf16"}, "the cpu backend computes in fp32 only"},
+		{"unknown precision", []string{"train", "--store", store, "--run", "cli", "--iteration", "0", "--policy", policy, "--out", out, "--precision", "fp8"}, `unknown precision "fp8"`},
 	}
 	if !slices.Contains(backend.Names(), "cuda") { // the default build
 		tests = append(tests, struct {

@@ -112,8 +112,8 @@ type Options struct {
 	// Device is the index of the accelerator to use (ignored by the CPU).
 	Device int
 	// Precision of the matrix products: "fp32" (the default) or "bf16"
-	// (inputs rounded to bfloat16, float32 accumulation; device backends
-	// only).
+	// (inputs rounded to bfloat16, float32 accumulation; on the CPU,
+	// CPUBF16).
 	Precision string
 }
 
@@ -161,7 +161,7 @@ func Open(name string, opt Options) (Backend, error) {
 	}
 	if name == "" || name == "cpu" {
 		if opt.Precision == "bf16" {
-			return nil, fmt.Errorf("backend: the cpu backend computes in fp32 only")
+			return NewCPUBF16(), nil
 		}
 		return NewCPU(), nil
 	}

@@ -263,6 +263,9 @@ func TestOpen(t *testing.T) {
 	if err != nil || b.Name() != "cpu" {
 		t.Fatalf("Open(\"\") = %v, %v", b, err)
 	}
+	if b, err := Open("cpu", Options{Precision: "bf16"}); err != nil || b.Name() != "cpu" || b.(interface{ Precision() string }).Precision() != "bf16" {
+		t.Fatalf("Open(cpu, bf16) = %v, %v", b, err)
+	}
 	for _, c := range []struct {
 		name string
 		opt  Options
@@ -270,7 +273,6 @@ func TestOpen(t *testing.T) {
 	}{
 		{"cuda", Options{}, "build with -tags cuda"},
 		{"tpu", Options{}, `unknown backend "tpu" (have cpu`},
-		{"cpu", Options{Precision: "bf16"}, "fp32 only"},
 		{"cpu", Options{Precision: "fp8"}, `unknown precision "fp8"`},
 	} {
 		_, err := Open(c.name, c.opt)
