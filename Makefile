@@ -15,8 +15,8 @@ VERSITYGW_STAMP   := $(CACHE)/versitygw-$(VERSITYGW_VERSION).stamp
 # releases are tags (RELEASE.2025-10-15T17-29-55Z, the last), not semver, so
 # the module is pinned by pseudo-version: master at 7aac2a2c5b7c
 # (2026-02-12), the release plus eleven commits (README and docs, and
-# conditional-put and multipart-response fixes). The module proxy serves no
-# other commit of it.
+# conditional-put and multipart-response fixes). The Go module proxy
+# answered 403 for the release commit's own pseudo-version.
 MINIO_VERSION     := v0.0.0-20260212201848-7aac2a2c5b7c
 MINIO             := $(CACHE)/bin/minio
 MINIO_STAMP       := $(CACHE)/minio-$(MINIO_VERSION).stamp
