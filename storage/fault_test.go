@@ -376,7 +376,7 @@ func TestS3CloseFails(t *testing.T) {
 			if _, err := storage.TableFiles(ctx, direct, faultRef.RunID, "segments"); !errors.Is(err, storage.ErrNoData) {
 				t.Fatalf("table files: got %v, want ErrNoData", err)
 			}
-			if n := pendingUploads(t, bucketOf(direct)); n != 0 {
+			if n := pendingUploads(t, bucketOf(direct), key); n != 0 {
 				t.Errorf("%d failed uploads were not aborted", n)
 			}
 

@@ -99,23 +99,29 @@ func rawS3On(t *testing.T, srv *s3test.Server) minio.Core {
 }
 
 // pendingUploads counts the multipart uploads of bucket that were neither
-// completed nor aborted.
-func pendingUploads(t *testing.T, bucket string) int {
+// completed nor aborted, listed over the whole bucket and under each of
+// keys.
+func pendingUploads(t *testing.T, bucket string, keys ...string) int {
 	t.Helper()
-	return pendingUploadsOn(t, s3test.Endpoint(t), bucket)
+	return pendingUploadsOn(t, s3test.Endpoint(t), bucket, keys...)
 }
 
 // pendingUploadsOn counts the unfinished multipart uploads of bucket on srv.
-func pendingUploadsOn(t *testing.T, srv *s3test.Server, bucket string) int {
+// MinIO lists a bucket's uploads without a prefix from a cache of its
+// process (a restarted MinIO lists none) and with a prefix only those of
+// the exact key; the keys the test wrote are listed one by one for that.
+func pendingUploadsOn(t *testing.T, srv *s3test.Server, bucket string, keys ...string) int {
 	t.Helper()
-	n := 0
-	for u := range rawS3On(t, srv).ListIncompleteUploads(context.Background(), bucket, "", true) {
-		if u.Err != nil {
-			t.Fatalf("list uploads: %v", u.Err)
+	seen := map[string]bool{}
+	for _, prefix := range append([]string{""}, keys...) {
+		for u := range rawS3On(t, srv).ListIncompleteUploads(context.Background(), bucket, prefix, true) {
+			if u.Err != nil {
+				t.Fatalf("list uploads: %v", u.Err)
+			}
+			seen[u.UploadID] = true
 		}
-		n++
 	}
-	return n
+	return len(seen)
 }
 
 func randomBytes(seed uint64, n int) []byte {
@@ -160,16 +166,54 @@ func TestS3MultipartWriteOnce(t *testing.T) {
 					t.Fatalf("second multipart put: got %v, want ErrExists", err)
 				}
 			}
-			if px.completes.Load() != 3 {
-				t.Fatalf("%d completes, want 3: the later puts were not multipart", px.completes.Load())
+			// versitygw refuses at the completion (3 completes), MinIO
+			// already at CreateMultipartUpload (1 complete): both are
+			// multipart puts refused.
+			if px.creates.Load() != 3 || (px.completes.Load() != 3 && px.completes.Load() != 1) {
+				t.Fatalf("%d creates, %d completes, want 3 creates: the later puts were not multipart", px.creates.Load(), px.completes.Load())
 			}
 			if got := mustGet(t, st, "big/obj"); !bytes.Equal(got, first) {
 				t.Fatal("a second multipart put replaced the object")
 			}
-			if n := pendingUploads(t, bucketOf(st)); n != 0 {
+			if n := pendingUploads(t, bucketOf(st), "big/obj"); n != 0 {
 				t.Errorf("%d refused uploads were not aborted", n)
 			}
 		})
+	}
+}
+
+// TestS3MultipartKeyAppears puts the key while a multipart put of it is
+// uploading its parts: the precondition on CompleteMultipartUpload is what
+// refuses the put, on any server.
+func TestS3MultipartKeyAppears(t *testing.T) {
+	ctx := context.Background()
+	bucket := bucketOf(s3test.Store(t))
+	other := randomBytes(3, 1000)
+	var once sync.Once
+	px := newS3Proxy(t, func(r *http.Request) bool {
+		if r.Method == http.MethodPut && r.URL.Query().Get("partNumber") == "2" {
+			once.Do(func() {
+				if _, err := rawS3(t).PutObject(ctx, bucket, "big/obj", bytes.NewReader(other), int64(len(other)), "", "", minio.PutObjectOptions{}); err != nil {
+					t.Errorf("put during the upload: %v", err)
+				}
+			})
+		}
+		return false
+	})
+	st := s3Via(t, px.URL, bucket)
+	body := randomBytes(4, 11<<20)
+	err := st.Put(ctx, "big/obj", bytes.NewReader(body), int64(len(body)))
+	if !errors.Is(err, storage.ErrExists) {
+		t.Fatalf("put: got %v, want ErrExists", err)
+	}
+	if px.parts.Load() != 3 || px.completes.Load() != 1 {
+		t.Fatalf("%d parts, %d completes: want the refusal at the completion of 3 parts", px.parts.Load(), px.completes.Load())
+	}
+	if got := mustGet(t, st, "big/obj"); !bytes.Equal(got, other) {
+		t.Fatal("the multipart put replaced the object put during its upload")
+	}
+	if n := pendingUploads(t, bucket, "big/obj"); n != 0 {
+		t.Errorf("%d refused uploads were not aborted", n)
 	}
 }
 
@@ -229,7 +273,7 @@ func TestS3MultipartFailedBody(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := pendingUploads(t, bucketOf(st)); n != 1 {
+		if n := pendingUploads(t, bucketOf(st), "pending"); n != 1 {
 			t.Fatalf("%d pending uploads, want 1", n)
 		}
 		if err := c.AbortMultipartUpload(ctx, bucketOf(st), "pending", id); err != nil {
@@ -243,7 +287,7 @@ func TestS3MultipartFailedBody(t *testing.T) {
 				t.Fatal("put succeeded")
 			}
 			wantAbsent(t, st, key)
-			if n := pendingUploads(t, bucketOf(st)); n != 0 {
+			if n := pendingUploads(t, bucketOf(st), key); n != 0 {
 				t.Errorf("%d failed uploads were not aborted", n)
 			}
 		})
@@ -257,7 +301,7 @@ func TestS3MultipartFailedBody(t *testing.T) {
 			t.Fatalf("put: got %v, want context.Canceled", err)
 		}
 		wantAbsent(t, st, "failed/cancelled")
-		if n := pendingUploads(t, bucketOf(st)); n != 0 {
+		if n := pendingUploads(t, bucketOf(st), "failed/cancelled"); n != 0 {
 			t.Errorf("%d cancelled uploads were not aborted", n)
 		}
 	})

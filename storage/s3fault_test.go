@@ -108,7 +108,7 @@ func TestS3PutFaults(t *testing.T) {
 			if len(tt.rules) > 0 && px.injected.Load() == 0 {
 				t.Fatal("no fault was injected")
 			}
-			if n := pendingUploads(t, bucketOf(direct)); n != 0 {
+			if n := pendingUploads(t, bucketOf(direct), key); n != 0 {
 				t.Errorf("%d multipart uploads left unfinished", n)
 			}
 			px.clear()
@@ -238,7 +238,7 @@ func TestS3ServerRestartMidMultipart(t *testing.T) {
 	if got := mustList(t, direct, "runs/"); !slices.Equal(got, []string{key, ref.Key(1)}) {
 		t.Fatalf("bucket holds %q", got)
 	}
-	if n := pendingUploadsOn(t, srv, bucket); n != 0 {
+	if n := pendingUploadsOn(t, srv, bucket, key, ref.Key(1)); n != 0 {
 		t.Errorf("%d multipart uploads left unfinished", n)
 	}
 	files, err := storage.TableFiles(ctx, direct, ref.RunID, "segments")

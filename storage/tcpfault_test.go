@@ -37,6 +37,7 @@ type tcpFaults struct {
 	requests, injected atomic.Int64
 	ln                 net.Listener
 	wg                 sync.WaitGroup
+	conns              map[*net.TCPConn]bool // client connections open, under mu
 }
 
 // faultKind is what a rule does to the request it matches.
@@ -75,11 +76,18 @@ func newTCPFaults(t *testing.T, target string) *tcpFaults {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &tcpFaults{URL: "http://" + ln.Addr().String(), target: target, ln: ln}
+	p := &tcpFaults{URL: "http://" + ln.Addr().String(), target: target, ln: ln, conns: map[*net.TCPConn]bool{}}
 	p.wg.Add(1)
 	go p.serve()
 	t.Cleanup(func() {
 		ln.Close()
+		// Close the client's idle keep-alive connections rather than wait
+		// for the server to time them out (MinIO waits 30 s).
+		p.mu.Lock()
+		for c := range p.conns {
+			c.Close()
+		}
+		p.mu.Unlock()
 		p.wg.Wait()
 		if p.err != nil {
 			t.Errorf("fault proxy: %v", p.err)
@@ -148,10 +156,17 @@ func (p *tcpFaults) serve() {
 		if err != nil {
 			return
 		}
+		client := c.(*net.TCPConn)
+		p.mu.Lock()
+		p.conns[client] = true
+		p.mu.Unlock()
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			p.carry(c.(*net.TCPConn))
+			p.carry(client)
+			p.mu.Lock()
+			delete(p.conns, client)
+			p.mu.Unlock()
 		}()
 	}
 }

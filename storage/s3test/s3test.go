@@ -1,6 +1,10 @@
-// Package s3test gives tests a real S3 server: versitygw (Apache-2.0) on
-// 127.0.0.1 with a temporary data folder, started once per test binary, or
-// a user's endpoint (MinIO, S3) when LEGORL_TEST_S3_ENDPOINT is set.
+// Package s3test gives tests a real S3 server on 127.0.0.1 with a temporary
+// data folder, started once per test binary: versitygw (Apache-2.0) by
+// default, MinIO when LEGORL_TEST_S3_SERVER=minio; or a user's endpoint
+// (MinIO, S3) when LEGORL_TEST_S3_ENDPOINT is set.
+//
+// MinIO is AGPL-3.0: it is only ever run here as a separate server binary
+// (make test-minio builds it into .cache/bin), never imported.
 //
 // Tests that need S3 call Endpoint; when no server can be had they fail,
 // they do not skip. Packages call Main from TestMain so the server stops
@@ -32,7 +36,10 @@ type Server struct {
 	AccessKey string
 	SecretKey string
 	Region    string
-	external  bool
+	// Kind is the server s3test started, Versitygw or MinIO, or "" for an
+	// external endpoint.
+	Kind     string
+	external bool
 
 	cmd    *exec.Cmd
 	exited chan error
@@ -90,6 +97,24 @@ func NewBucketName() string {
 	return "legorl-test-" + hex.EncodeToString(b[:])
 }
 
+// The servers s3test can start.
+const (
+	Versitygw = "versitygw"
+	MinIO     = "minio"
+)
+
+// serverKind is the server LEGORL_TEST_S3_SERVER names; versitygw when unset.
+func serverKind() (string, error) {
+	switch k := os.Getenv("LEGORL_TEST_S3_SERVER"); k {
+	case "", Versitygw:
+		return Versitygw, nil
+	case MinIO:
+		return MinIO, nil
+	default:
+		return "", fmt.Errorf("LEGORL_TEST_S3_SERVER=%q: want %s or %s", k, Versitygw, MinIO)
+	}
+}
+
 func start() (*Server, error) {
 	if ep := os.Getenv("LEGORL_TEST_S3_ENDPOINT"); ep != "" {
 		return &Server{
@@ -98,15 +123,16 @@ func start() (*Server, error) {
 			Region: firstNonEmpty(os.Getenv("AWS_REGION"), "us-east-1"),
 		}, nil
 	}
-	return startVersitygw()
+	return startLocal()
 }
 
-// Private starts a versitygw server of the test's own, stopped when the
-// test ends, for tests that stop and restart it (Restart). It fails the
-// test when versitygw cannot start; an external endpoint cannot stand in.
+// Private starts a server of the test's own, of the kind
+// LEGORL_TEST_S3_SERVER names, stopped when the test ends, for tests that
+// stop and restart it (Restart). It fails the test when the server cannot
+// start; an external endpoint cannot stand in.
 func Private(tb testing.TB) *Server {
 	tb.Helper()
-	s, err := startVersitygw()
+	s, err := startLocal()
 	if err != nil {
 		tb.Fatalf("s3test: no S3 server: %v", err)
 	}
@@ -114,12 +140,16 @@ func Private(tb testing.TB) *Server {
 	return s
 }
 
-func startVersitygw() (*Server, error) {
-	bin, err := versitygw()
+func startLocal() (*Server, error) {
+	kind, err := serverKind()
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "legorl-versitygw-*")
+	bin, err := findBinary(kind)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "legorl-"+kind+"-*")
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +159,7 @@ func startVersitygw() (*Server, error) {
 	}
 	s := &Server{
 		URL: fmt.Sprintf("http://127.0.0.1:%d", port), AccessKey: "legorltest", SecretKey: "legorltestsecret",
-		Region: "us-east-1", dir: dir, bin: bin, port: port,
+		Region: "us-east-1", Kind: kind, dir: dir, bin: bin, port: port,
 	}
 	if err := s.launch(); err != nil {
 		os.RemoveAll(dir)
@@ -138,10 +168,30 @@ func startVersitygw() (*Server, error) {
 	return s, nil
 }
 
+// startTimeout bounds a server's start: MinIO formats its drive on first
+// start, which takes seconds on a loaded machine.
+const startTimeout = 60 * time.Second
+
+// command returns the server's command line and readiness URL.
+func (s *Server) command() (*exec.Cmd, string) {
+	addr := fmt.Sprintf("127.0.0.1:%d", s.port)
+	if s.Kind == MinIO {
+		// One drive (MinIO's single-node single-drive mode), no console,
+		// no update check, no root-drive refusal; ready once it can serve
+		// S3 requests.
+		cmd := exec.Command(s.bin, "server", "--address", addr, "--quiet", s.dir)
+		cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+s.AccessKey, "MINIO_ROOT_PASSWORD="+s.SecretKey,
+			"MINIO_BROWSER=off", "MINIO_UPDATE=off", "MINIO_CI_CD=on", "MINIO_REGION="+s.Region)
+		return cmd, s.URL + "/minio/health/ready"
+	}
+	return exec.Command(s.bin, "--access", s.AccessKey, "--secret", s.SecretKey,
+		"--port", addr, "--quiet", "posix", s.dir), s.URL + "/"
+}
+
 // launch starts the server process and waits until it answers.
 func (s *Server) launch() error {
-	s.cmd = exec.Command(s.bin, "--access", s.AccessKey, "--secret", s.SecretKey,
-		"--port", fmt.Sprintf("127.0.0.1:%d", s.port), "--quiet", "posix", s.dir)
+	cmd, ready := s.command()
+	s.cmd = cmd
 	s.cmd.Stdout, s.cmd.Stderr = os.Stderr, os.Stderr
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", s.bin, err)
@@ -149,12 +199,14 @@ func (s *Server) launch() error {
 	exited := make(chan error, 1)
 	go func() { exited <- s.cmd.Wait() }()
 	s.exited = exited
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(startTimeout)
 	for {
-		resp, err := http.Get(s.URL + "/")
+		resp, err := http.Get(ready)
 		if err == nil {
 			resp.Body.Close()
-			return nil
+			if s.Kind != MinIO || resp.StatusCode == http.StatusOK {
+				return nil
+			}
 		}
 		select {
 		case err := <-exited:
@@ -164,7 +216,7 @@ func (s *Server) launch() error {
 		}
 		if time.Now().After(deadline) {
 			s.kill()
-			return fmt.Errorf("%s did not answer on %s within 15s", s.bin, s.URL)
+			return fmt.Errorf("%s did not answer on %s within %v", s.bin, s.URL, startTimeout)
 		}
 	}
 }
@@ -196,22 +248,27 @@ func (s *Server) stop() {
 	os.RemoveAll(s.dir)
 }
 
-// versitygw finds the server binary: $LEGORL_VERSITYGW, then .cache/bin in
-// the module root (where make installs it), then $PATH.
-func versitygw() (string, error) {
-	if p := os.Getenv("LEGORL_VERSITYGW"); p != "" {
+// findBinary finds the server binary of kind: $LEGORL_VERSITYGW or
+// $LEGORL_MINIO, then .cache/bin in the module root (where make installs
+// it), then $PATH.
+func findBinary(kind string) (string, error) {
+	env, target := "LEGORL_VERSITYGW", "make tools"
+	if kind == MinIO {
+		env, target = "LEGORL_MINIO", "make test-minio"
+	}
+	if p := os.Getenv(env); p != "" {
 		return p, nil
 	}
 	if root, err := moduleRoot(); err == nil {
-		p := filepath.Join(root, ".cache", "bin", "versitygw")
+		p := filepath.Join(root, ".cache", "bin", kind)
 		if _, err := os.Stat(p); err == nil {
 			return p, nil
 		}
 	}
-	if p, err := exec.LookPath("versitygw"); err == nil {
+	if p, err := exec.LookPath(kind); err == nil {
 		return p, nil
 	}
-	return "", errors.New("versitygw not found: run `make tools` (installs it into .cache/bin) or set LEGORL_VERSITYGW")
+	return "", fmt.Errorf("%s not found: run `%s` (installs it into .cache/bin) or set %s", kind, target, env)
 }
 
 func moduleRoot() (string, error) {
