@@ -34,7 +34,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -601,14 +600,7 @@ func (l *looper) countTasks(splits []string) int {
 	if err != nil {
 		return 0
 	}
-	n := 0
-	for i := range all {
-		in := &all[i]
-		if in.Check() == nil && (in.Split == "" || slices.Contains(splits, in.Split)) {
-			n++
-		}
-	}
-	return n
+	return tasks.Runnable(all, splits)
 }
 
 // publish puts a checkpoint's files under runs/RUN/checkpoints/vNNNNNN/

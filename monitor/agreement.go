@@ -155,21 +155,21 @@ func (m *Monitor) compareFile(ctx context.Context, fe storage.FileEntry, rec *Re
 		if err != nil {
 			return err
 		}
-		metas, err := decodeRows[meta](b, nil)
+		metas, err := storage.DecodeBatch[meta](b, nil)
 		if err != nil {
 			return fmt.Errorf("%s: %w", fe.Key, err)
 		}
-		mask, err := listCol[int8, *array.Int8](b, "loss_mask")
+		mask, err := storage.ListOf[int8, *array.Int8](b, "loss_mask")
 		if err != nil {
 			return fmt.Errorf("%s: %w", fe.Key, err)
 		}
-		lps, err := listCol[float32, *array.Float32](b, "logprobs")
+		lps, err := storage.ListOf[float32, *array.Float32](b, "logprobs")
 		if err != nil {
 			return fmt.Errorf("%s: %w", fe.Key, err)
 		}
 		for i, md := range metas {
 			r, ok := rec.Logprobs[SegmentRef{md.RolloutID, md.SegmentIndex}]
-			lp, mk := lps.at(i), mask.at(i)
+			lp, mk := lps.At(i), mask.At(i)
 			if !ok || len(r) != len(lp) || len(mk) != len(lp) {
 				a.Unmatched++
 				continue

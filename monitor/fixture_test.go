@@ -11,6 +11,7 @@ import (
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/schemas/synth"
 	"github.com/legorl/legorl/storage"
+	"github.com/legorl/legorl/storage/synthstore"
 )
 
 // The fixture store holds runs the project itself produced: schemas/synth
@@ -131,62 +132,12 @@ func newFixtureStore(t testing.TB) (*storage.FileStore, string) {
 	return st, bad.Key
 }
 
-// writeIteration validates and writes one iteration: the rollout stage's
-// tables under one manifest commit (segments in two shards), train_steps
-// under the train stage's.
+// writeIteration validates and writes one iteration as the pipeline and
+// the trainer do (synthstore.WriteIteration).
 func writeIteration(t testing.TB, st storage.Store, run string, iter int, it synth.Iteration) {
 	t.Helper()
-	ctx := context.Background()
-	for i := range it.Rollouts {
-		if err := it.Rollouts[i].Validate(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range it.Segments {
-		if err := it.Segments[i].Validate(vocab); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range it.Steps {
-		if err := it.Steps[i].Validate(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	foot := func(tab schemas.Table) schemas.Footer {
-		return schemas.Footer{SchemaVersion: schemas.Version, Table: tab, RunID: run, ConfigHash: "fixture",
-			PolicyVersion: int64(iter), CodeVersion: "test"}
-	}
-	ref := storage.ManifestRef{RunID: run, Iteration: iter, Stage: "rollout"}
-	var files []storage.FileEntry
-	add := func(e storage.FileEntry, err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, e)
-	}
-	half := len(it.Segments) / 2
-	add(storage.WriteFile(ctx, st, ref.DataKey("rollouts", "shard-000"), foot(schemas.TableRollouts), it.Rollouts))
-	add(storage.WriteFile(ctx, st, ref.DataKey("segments", "shard-000"), foot(schemas.TableSegments), it.Segments[:half]))
-	add(storage.WriteFile(ctx, st, ref.DataKey("segments", "shard-001"), foot(schemas.TableSegments), it.Segments[half:]))
-	add(storage.WriteFile(ctx, st, ref.DataKey("steps", "shard-000"), foot(schemas.TableSteps), it.Steps))
-	if _, err := storage.Commit(ctx, st, ref, files); err != nil {
-		t.Fatal(err)
-	}
-	if len(it.TrainSteps) == 0 {
-		return
-	}
-	for i := range it.TrainSteps {
-		if err := it.TrainSteps[i].Validate(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	train := storage.ManifestRef{RunID: run, Iteration: iter, Stage: "train"}
-	e, err := storage.WriteFile(ctx, st, train.DataKey("train_steps", "shard-000"), foot(schemas.TableTrainSteps), it.TrainSteps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := storage.Commit(ctx, st, train, []storage.FileEntry{e}); err != nil {
+	if _, err := synthstore.WriteIteration(context.Background(), st, run, iter, it,
+		synthstore.Options{ConfigHash: "fixture", CodeVersion: "test", VocabSize: vocab}); err != nil {
 		t.Fatal(err)
 	}
 }

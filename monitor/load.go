@@ -354,7 +354,7 @@ func (m *Monitor) readFile(ctx context.Context, fe storage.FileEntry) (fd *fileD
 		fd.rows += rec.NumRows()
 		switch schemas.Table(fe.Table) {
 		case schemas.TableRollouts:
-			rows, err := decodeRows[schemas.Rollout](rec, nil)
+			rows, err := storage.DecodeBatch[schemas.Rollout](rec, nil)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", fe.Key, err)
 			}
@@ -374,7 +374,7 @@ func (m *Monitor) readFile(ctx context.Context, fe storage.FileEntry) (fd *fileD
 				}
 			}
 		case schemas.TableSteps:
-			rows, err := decodeRows[schemas.Step](rec, nil)
+			rows, err := storage.DecodeBatch[schemas.Step](rec, nil)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", fe.Key, err)
 			}
@@ -387,7 +387,7 @@ func (m *Monitor) readFile(ctx context.Context, fe storage.FileEntry) (fd *fileD
 				}
 			}
 		case schemas.TableTrainSteps:
-			rows, err := decodeRows[schemas.TrainStep](rec, nil)
+			rows, err := storage.DecodeBatch[schemas.TrainStep](rec, nil)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", fe.Key, err)
 			}

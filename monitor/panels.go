@@ -77,7 +77,11 @@ type RewardData struct {
 	Series     []RewardSeries `json:"series"`
 }
 
-func rewardCurves(rs []schemas.Rollout) RewardData {
+// RewardCurves computes the reward panel's curves from rollouts rows: per
+// harness (and "all") and iteration in ascending order, the completed,
+// masked and solved counts, the pass rate and the mean reward. Masked
+// rollouts are never rewards of 0.
+func RewardCurves(rs []schemas.Rollout) RewardData {
 	d := RewardData{Iterations: iterations(rs, rolloutIter)}
 	harness := map[string]bool{}
 	for _, r := range rs {

@@ -149,7 +149,7 @@ func rewardData(v *view) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return rewardCurves(rs), nil
+	return RewardCurves(rs), nil
 }
 
 func rewardHTML(v *view, data any) frag {

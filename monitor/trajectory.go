@@ -208,15 +208,13 @@ func (m *Monitor) readSegments(ctx context.Context, fe storage.FileEntry, id str
 		if err != nil {
 			return nil, err
 		}
-		idx := b.Schema().FieldIndices("rollout_id")
-		if len(idx) != 1 {
-			return nil, fmt.Errorf("%w: %s: no column rollout_id", ErrData, fe.Key)
+		ids, err := storage.DecodeBatch[struct {
+			RolloutID string `parquet:"rollout_id"`
+		}](b, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", fe.Key, err)
 		}
-		ids, ok := b.Column(idx[0]).(interface{ Value(int) string })
-		if !ok {
-			return nil, fmt.Errorf("%w: %s: column rollout_id is not a string", ErrData, fe.Key)
-		}
-		rows, err := decodeRows[schemas.Segment](b, func(i int) bool { return ids.Value(i) == id })
+		rows, err := storage.DecodeBatch[schemas.Segment](b, func(i int) bool { return ids[i].RolloutID == id })
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", fe.Key, err)
 		}

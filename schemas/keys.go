@@ -15,9 +15,11 @@ import "fmt"
 
 // Manifest stages.
 const (
-	// StageRollout holds a rollout pipeline's (or a recorded serve
-	// session's) rollouts, segments and steps.
+	// StageRollout holds a rollout pipeline's (or a single rollout's)
+	// rollouts, segments and steps.
 	StageRollout = "rollout"
+	// StageServe holds the segments `legorl serve` recorded (iteration 0).
+	StageServe = "serve"
 	// StageTrain holds an update's train_steps.
 	StageTrain = "train"
 )

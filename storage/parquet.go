@@ -386,3 +386,28 @@ func (f *File) batches(ctx context.Context, batchRows int, yield func(arrow.Reco
 
 // Close releases the file.
 func (f *File) Close() error { return f.pf.Close() }
+
+// CountRows reads every committed file of table in a run as Arrow batches
+// (each file verified as OpenFile does) and returns how many files and
+// rows it read.
+func CountRows(ctx context.Context, st Store, runID, table string) (files int, rows int64, err error) {
+	fes, err := TableFiles(ctx, st, runID, table)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, fe := range fes {
+		f, err := OpenFile(ctx, st, fe, memory.DefaultAllocator)
+		if err != nil {
+			return 0, 0, err
+		}
+		for b, err := range f.Batches(ctx, 0) {
+			if err != nil {
+				f.Close()
+				return 0, 0, err
+			}
+			rows += b.NumRows()
+		}
+		f.Close()
+	}
+	return len(fes), rows, nil
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
@@ -52,6 +53,20 @@ func (s *Suite) Find(id string) (*Instance, bool) {
 		}
 	}
 	return nil, false
+}
+
+// Runnable counts the instances a pipeline rolls out for splits: those
+// that pass Check and are in one of splits, or in none (an instance
+// without a split always runs).
+func Runnable(ins []Instance, splits []string) int {
+	n := 0
+	for i := range ins {
+		in := &ins[i]
+		if in.Check() == nil && (in.Split == "" || slices.Contains(splits, in.Split)) {
+			n++
+		}
+	}
+	return n
 }
 
 // MaxLineBytes bounds one JSONL line. Defaults to 64 MiB.

@@ -117,3 +117,33 @@ func TestCheckReasons(t *testing.T) {
 		})
 	}
 }
+
+// TestRunnable: only instances that pass Check count, and of those the
+// ones in a given split or in none.
+func TestRunnable(t *testing.T) {
+	mk := func(id, split string, valid bool) tasks.Instance {
+		in := sample()
+		in.InstanceID, in.Split = id, split
+		if !valid {
+			in.FailToPass = nil
+		}
+		return in
+	}
+	ins := []tasks.Instance{
+		mk("a", tasks.SplitTrain, true), mk("b", tasks.SplitTrain, false), mk("c", "", true),
+		mk("d", "heldout", true), mk("e", "sft", true),
+	}
+	for _, tc := range []struct {
+		splits []string
+		want   int
+	}{
+		{[]string{tasks.SplitTrain}, 2},
+		{[]string{tasks.SplitTrain, "heldout"}, 3},
+		{[]string{"sft", "heldout", tasks.SplitTrain}, 4},
+		{nil, 1},
+	} {
+		if got := tasks.Runnable(ins, tc.splits); got != tc.want {
+			t.Errorf("splits %q: %d runnable, want %d", tc.splits, got, tc.want)
+		}
+	}
+}

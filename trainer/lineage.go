@@ -35,8 +35,9 @@ const (
 	// RecomputedFile holds the logprobs the trainer recomputed for every
 	// completion token of every segment with the parent's weights, one F32
 	// tensor per segment named "ROLLOUT_ID/SEGMENT_INDEX", so an audit can
-	// verify the train-inference check from the stored data and the parent.
-	RecomputedFile = "recomputed_logprobs.safetensors"
+	// verify the train-inference check from the stored data and the parent
+	// (policy/checkpoint names it for readers without the trainer).
+	RecomputedFile = checkpoint.RecomputedFile
 )
 
 // LineageFormat is the format tag of lineage files this code writes.

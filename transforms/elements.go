@@ -1,7 +1,10 @@
 package transforms
 
 import (
+	"fmt"
 	"reflect"
+	"strings"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
@@ -93,6 +96,22 @@ type Report struct {
 	// Tasks counts each task's completed and passed rollouts, sorted by
 	// task id: what a variance-based task selection reads (loop, rl.select).
 	Tasks []TaskOutcomes
+}
+
+// Summary is the report in one line, with the rollouts run per minute over
+// took: what `legorl rollout` prints.
+func (r Report) Summary(took time.Duration) string {
+	masked := "none"
+	if len(r.MaskedBy) > 0 {
+		masked = strings.Join(r.MaskedBy, " ")
+	}
+	perMin := 0.0
+	if took > 0 {
+		perMin = float64(r.Ran) / took.Minutes()
+	}
+	return fmt.Sprintf("run %s iteration %d: launched %d, completed %d, masked %d (%s), pass rate %.3f (%d/%d), %.1f rollouts/min (ran %d, reused %d, %s), rejected %d, manifest v%d",
+		r.RunID, r.Iteration, r.Launched, r.Completed, r.Masked, masked, r.PassRate, r.Passed, r.Completed,
+		perMin, r.Ran, r.Reused, took.Round(time.Second), len(r.Rejected), r.ManifestVersion)
 }
 
 // TaskOutcomes counts one task's completed rollouts and those with reward 1.

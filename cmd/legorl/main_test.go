@@ -14,6 +14,7 @@ import (
 	"github.com/legorl/legorl/schemas/synth"
 	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/storage/s3test"
+	"github.com/legorl/legorl/storage/synthstore"
 	"github.com/legorl/legorl/tasks/builtin"
 )
 
@@ -114,7 +115,7 @@ func writeFixedRun(t *testing.T, st storage.Store, runID string) {
 	its := synth.Run(synth.Config{RunID: runID, Seed: 7, Iterations: 2, Tasks: 2, GroupSize: 2, Turns: 2,
 		PromptTokens: 4, TurnTokens: 3, ObsTokens: 2, VocabSize: 100, MoELayers: 1, TopK: 2, Experts: 4})
 	for i, it := range its {
-		if _, err := writeIteration(context.Background(), st, runID, i, it); err != nil {
+		if _, err := synthstore.WriteIteration(context.Background(), st, runID, i, it, synthstore.Options{ConfigHash: "synthetic", CodeVersion: version, VocabSize: 100}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -56,14 +56,14 @@ func fixedRunRows(runID string) []synth.Iteration {
 }
 
 // TestCheckpointRecomputed: the monitor's reader of checkpoint folders
-// finds the iteration's checkpoint by its lineage and reads what
-// trainer.ReadRecomputed reads.
+// (monitor.CheckpointFolders, tested in its package) reads what
+// trainer.ReadRecomputed reads from a folder in the trainer's layout.
 func TestCheckpointRecomputed(t *testing.T) {
 	root := t.TempDir()
 	its := fixedRunRows("r1")
 	writeCheckpoint(t, filepath.Join(root, "r1", "v1"), "r1", 0, its)
 	writeCheckpoint(t, filepath.Join(root, "other", "v1"), "r2", 0, its)
-	src := &checkpointRecomputed{root: root}
+	src := &monitor.CheckpointFolders{Root: root}
 	rec, err := src.Recomputed(context.Background(), "r1", 0)
 	if err != nil {
 		t.Fatal(err)

@@ -16,7 +16,6 @@ import (
 
 	"github.com/legorl/legorl/harness"
 	"github.com/legorl/legorl/rollout"
-	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/tasks"
 )
@@ -123,7 +122,7 @@ func runRollout(ctx context.Context, env *environ, args []string, stdout, stderr
 	}
 	var storeErr error
 	if runErr == nil {
-		storeErr = writeRows(ctx, st, row, segs, steps)
+		storeErr = rollout.WriteRows(ctx, st, row, segs, steps, version)
 	}
 	out, err := rowJSON(row)
 	if err != nil {
@@ -151,39 +150,6 @@ func findAgent() (string, error) {
 			agentProgram, exe, p)
 	}
 	return p, nil
-}
-
-// writeRows writes the rollout's rows to the store (one file per table,
-// named after the rollout, write-once) and commits them to the rollout
-// stage's manifest of the iteration.
-func writeRows(ctx context.Context, st storage.Store, row schemas.Rollout, segs []schemas.Segment, steps []schemas.Step) error {
-	ref := storage.ManifestRef{RunID: row.RunID, Iteration: int(row.Iteration), Stage: schemas.StageRollout}
-	foot := func(t schemas.Table) schemas.Footer {
-		return schemas.Footer{SchemaVersion: schemas.Version, Table: t, RunID: row.RunID, ConfigHash: "legorl-rollout",
-			PolicyVersion: row.PolicyVersion, CodeVersion: version}
-	}
-	var files []storage.FileEntry
-	add := func(e storage.FileEntry, err error) error {
-		if err == nil {
-			files = append(files, e)
-		}
-		return err
-	}
-	if err := add(storage.WriteFile(ctx, st, ref.DataKey("rollouts", row.RolloutID), foot(schemas.TableRollouts), []schemas.Rollout{row})); err != nil {
-		return err
-	}
-	if len(segs) > 0 {
-		if err := add(storage.WriteFile(ctx, st, ref.DataKey("segments", row.RolloutID), foot(schemas.TableSegments), segs)); err != nil {
-			return err
-		}
-	}
-	if len(steps) > 0 {
-		if err := add(storage.WriteFile(ctx, st, ref.DataKey("steps", row.RolloutID), foot(schemas.TableSteps), steps)); err != nil {
-			return err
-		}
-	}
-	_, err := storage.Commit(ctx, st, ref, files)
-	return err
 }
 
 // rowJSON encodes a row as one JSON object keyed by its column names, in

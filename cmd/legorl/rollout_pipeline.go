@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -102,13 +101,7 @@ func runRolloutPipeline(ctx context.Context, env *environ, sf *storeFlags, a rol
 		return err
 	}
 	splits := strings.Split(*pf.splits, ",")
-	total := 0
-	for i := range suite.Instances {
-		in := &suite.Instances[i]
-		if in.Check() == nil && (in.Split == "" || slices.Contains(splits, in.Split)) {
-			total++
-		}
-	}
+	total := tasks.Runnable(suite.Instances, splits)
 	stopMetrics, err := pf.startMetrics(ctx, "rollout", stderr)
 	if err != nil {
 		return err
@@ -124,7 +117,7 @@ func runRolloutPipeline(ctx context.Context, env *environ, sf *storeFlags, a rol
 	for _, r := range rep.Rejected {
 		fmt.Fprintf(stderr, "legorl rollout: rejected %s: %s: %s\n", r.TaskID, r.Reason, r.Detail)
 	}
-	fmt.Fprintln(stdout, summaryLine(rep, time.Since(start)))
+	fmt.Fprintln(stdout, rep.Summary(time.Since(start)))
 	return nil
 }
 
@@ -212,21 +205,6 @@ func pipelineConfig(ctx context.Context, env *environ, sf *storeFlags, a rollout
 		return fail(err)
 	}
 	return cfg, st, suite, nil
-}
-
-// summaryLine is the one-line summary of a pipeline run.
-func summaryLine(rep transforms.Report, took time.Duration) string {
-	masked := "none"
-	if len(rep.MaskedBy) > 0 {
-		masked = strings.Join(rep.MaskedBy, " ")
-	}
-	perMin := 0.0
-	if took > 0 {
-		perMin = float64(rep.Ran) / took.Minutes()
-	}
-	return fmt.Sprintf("run %s iteration %d: launched %d, completed %d, masked %d (%s), pass rate %.3f (%d/%d), %.1f rollouts/min (ran %d, reused %d, %s), rejected %d, manifest v%d",
-		rep.RunID, rep.Iteration, rep.Launched, rep.Completed, rep.Masked, masked, rep.PassRate, rep.Passed, rep.Completed,
-		perMin, rep.Ran, rep.Reused, took.Round(time.Second), len(rep.Rejected), rep.ManifestVersion)
 }
 
 // progress shows finished groups (claims in the store) against the valid

@@ -14,7 +14,6 @@ import (
 	"github.com/legorl/legorl/policy/infer"
 	"github.com/legorl/legorl/proxy"
 	"github.com/legorl/legorl/rollout"
-	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
 )
 
@@ -101,7 +100,7 @@ func runServe(ctx context.Context, env *environ, args []string, stdout, stderr i
 	go func() { served <- srv.Serve(l) }()
 	fmt.Fprintf(stdout, "legorl serve: policy %s (version %d) at http://%s/v1\n", *policyDir, rt.Version, l.Addr())
 
-	rec := &recorder{st: st, run: *run, stderr: stderr}
+	rec := &rollout.Recorder{Store: st, RunID: *run, CodeVersion: version}
 	tick := time.NewTicker(*flush)
 	defer tick.Stop()
 	for {
@@ -109,71 +108,21 @@ func runServe(ctx context.Context, env *environ, args []string, stdout, stderr i
 		case err := <-served:
 			return fmt.Errorf("serve: %w", err)
 		case <-tick.C:
-			if err := rec.flush(ctx, p); err != nil {
+			if err := rec.Flush(ctx, p, proxy.DefaultRollout); err != nil {
 				fmt.Fprintf(stderr, "legorl serve: record: %s\n", oneLine(err.Error()))
 			}
 		case <-ctx.Done():
 			shut, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			err := srv.Shutdown(shut)
 			cancel()
-			if ferr := rec.flush(context.Background(), p); ferr != nil {
+			if ferr := rec.Flush(context.Background(), p, proxy.DefaultRollout); ferr != nil {
 				return fmt.Errorf("record on shutdown: %w", ferr)
 			}
 			if err != nil {
 				return fmt.Errorf("shutdown: %w", err)
 			}
-			fmt.Fprintf(stdout, "legorl serve: stopped; %d segments recorded in %d files\n", rec.segments, rec.files)
+			fmt.Fprintf(stdout, "legorl serve: stopped; %d segments recorded in %d files\n", rec.Segments(), rec.Files())
 			return nil
 		}
 	}
-}
-
-// recorder writes what the default rollout recorded, one segments file per
-// flush: the rollout is rotated (no call is lost between), and its rows get
-// the rollout id "serve-NNNNNN" of the flush so that ids never repeat.
-type recorder struct {
-	st     storage.Store // nil: record nothing
-	run    string
-	stderr io.Writer
-
-	n, files, segments int
-}
-
-func (r *recorder) flush(ctx context.Context, p *proxy.Proxy) error {
-	if r.st == nil {
-		return nil
-	}
-	rec, err := p.Rotate(proxy.DefaultRollout)
-	if err != nil {
-		return err
-	}
-	if len(rec.Segments) == 0 {
-		return nil
-	}
-	// The flush number continues after what earlier runs of serve committed.
-	ref := storage.ManifestRef{RunID: r.run, Iteration: 0, Stage: "serve"}
-	if r.n == 0 {
-		if m, err := storage.Latest(ctx, r.st, ref); err == nil {
-			r.n = len(m.Files)
-		} else if !errors.Is(err, storage.ErrNotFound) {
-			return err
-		}
-	}
-	id := fmt.Sprintf("serve-%06d", r.n)
-	for i := range rec.Segments {
-		rec.Segments[i].RolloutID = id
-	}
-	foot := schemas.Footer{SchemaVersion: schemas.Version, Table: schemas.TableSegments, RunID: r.run,
-		ConfigHash: "legorl-serve", PolicyVersion: rec.Segments[0].PolicyVersion, CodeVersion: version}
-	e, err := storage.WriteFile(ctx, r.st, ref.DataKey("segments", id), foot, rec.Segments)
-	if err != nil {
-		return err
-	}
-	if _, err := storage.Commit(ctx, r.st, ref, []storage.FileEntry{e}); err != nil {
-		return err
-	}
-	r.n++
-	r.files++
-	r.segments += len(rec.Segments)
-	return nil
 }

@@ -157,8 +157,8 @@ func TestViolationsAreFound(t *testing.T) {
 // a package with tests of its own. Lower the budget when code moves out;
 // raising it needs a reason in the commit.
 const (
-	cmdBudgetLines   = 3600 // all non-test files (3,540 on 2026-12-03)
-	cmdBudgetPerFile = 300
+	cmdBudgetLines   = 2950 // all non-test files (3,540 on 2026-12-03; 2,898 once audit, serve, rollout, monitor, demo and export logic moved out)
+	cmdBudgetPerFile = 280  // the largest: rollout_pipeline.go, 274
 )
 
 func TestCmdStaysThin(t *testing.T) {

@@ -21,7 +21,7 @@ var Layers = []Layer{
 	{"pipelines", []string{"transforms"}},
 	{"trainer", []string{"policy", "storage", "schemas"}},
 	{"loop", []string{"pipelines", "trainer"}},
-	{"monitor", []string{"storage", "schemas"}},
+	{"monitor", []string{"storage", "schemas", "policy"}}, // policy: checkpoint headers and safetensors, never the trainer
 	{"cmd", []string{"loop", "monitor"}},
 	{"internal", []string{"cmd"}}, // test-only helpers; may look at everything
 }

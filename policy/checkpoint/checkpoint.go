@@ -11,10 +11,16 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // File is the lineage file of a checkpoint folder.
 const File = "lineage.json"
+
+// RecomputedFile holds the logprobs the trainer recomputed with the
+// parent's weights, one F32 tensor per segment named
+// "ROLLOUT_ID/SEGMENT_INDEX" (the monitor's scatter reads it).
+const RecomputedFile = "recomputed_logprobs.safetensors"
 
 // Format is the format tag of the lineage files this code reads and the
 // trainer writes.
@@ -34,6 +40,8 @@ type Header struct {
 	// Version is the policy version of the checkpoint: its parent's + 1.
 	Version int64  `json:"version"`
 	Parent  Parent `json:"parent"`
+	// CreatedAt is when the checkpoint was written.
+	CreatedAt time.Time `json:"created_at"`
 	// Files maps each file of the folder but lineage.json to its sha256.
 	Files map[string]string `json:"files,omitempty"`
 }
