@@ -2,7 +2,10 @@
 # The MoE row of docs/RESULTS.md: a tiny Qwen3-MoE (8 experts, top-2) samples
 # rollouts through the engine; the trainer's train-inference check then
 # recomputes every sampled token's logprob with and without replaying the
-# recorded routes. Usage: scripts/results/moe-replay.sh [WORKDIR]
+# recorded routes. PRECISION=bf16 makes the engine sample with bf16-rounded
+# matrix-product inputs (backend.CPUBF16) while the trainer recomputes in
+# fp32, so that routes can differ as between a serving engine and a trainer.
+# Usage: [PRECISION=bf16] scripts/results/moe-replay.sh [WORKDIR]
 set -euo pipefail
 W=${1:-./legorl-work/moe-replay}
 L=${LEGORL:-bin/legorl}
@@ -19,10 +22,22 @@ cat > "$W/moe.json" <<'JSON'
 JSON
 [ -d "$W/init" ] || $L model init --config "$W/moe.json" --tokenizer "$W/tokenizer.json" --out "$W/init" --seed 1
 $L rollout --tasks "$W/suite" --harness bash --policy "$W/init" --group 4 --store "file://$PWD/$W/store" \
-  --run moe --iteration 0 --max-turns 3 --max-tokens 64
+  --run moe --iteration 0 --max-turns 3 --max-tokens 64 --precision "${PRECISION:-fp32}"
 for mode in replay no-replay; do
   rm -rf "$W/out-$mode"
   flag=""; [ $mode = no-replay ] && flag=--no-replay
   $L train --store "file://$PWD/$W/store" --run moe --iteration 0 --policy "$W/init" --out "$W/out-$mode" \
     --lr 1e-4 --min-pearson 0 $flag
 done
+# The two gates' overall agreement, for docs/RESULTS.md.
+python3 - "$W" "${PRECISION:-fp32}" > "$W/gates.json" <<'PY'
+import json, sys
+w, precision = sys.argv[1], sys.argv[2]
+out = {"engine_precision": precision, "trainer_precision": "fp32"}
+for mode in ("replay", "no-replay"):
+    with open(f"{w}/out-{mode}/lineage.json") as f:
+        out[mode] = json.load(f)["gate"]["overall"]
+json.dump(out, sys.stdout, indent=2)
+print()
+PY
+cat "$W/gates.json"
