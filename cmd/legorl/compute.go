@@ -17,7 +17,7 @@ func addComputeFlags(fs *flag.FlagSet) computeFlags {
 	return computeFlags{
 		name: fs.String("compute", "cpu", "compute backend of the policy model: "+strings.Join(backend.Names(), ", ")+
 			" (cuda needs a binary built with -tags cuda)"),
-		precision: fs.String("precision", "fp32", "precision of the matrix products: fp32, or bf16 (device backends)"),
+		precision: fs.String("precision", "fp32", "precision of the matrix products: fp32, or bf16 (inputs rounded to bfloat16, fp32 accumulation; on the cpu too)"),
 	}
 }
 
