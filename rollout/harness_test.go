@@ -200,7 +200,11 @@ func TestHarnessRandom(t *testing.T) {
 				}
 				t.Logf("%s: timed out against the tiny CPU model (%d requests reached the engine, %d calls in %.0fs): its prompt is long",
 					tt.h.Name(), gen.requests.Load(), row.NumLLMCalls, row.LLMSeconds)
-				if tt.tools != nil && len(segs) > 0 {
+				switch {
+				case tt.tools == nil || len(segs) == 0:
+				case slices.Contains(row.Flags, "stream_mismatch"): // as below: wire and segments differ by design
+					t.Logf("%s: stream_mismatch: wire and segments not compared", tt.h.Name())
+				default:
 					checkConsistent(t, p, segs, tt.tools)
 				}
 				return
