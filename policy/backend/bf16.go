@@ -10,7 +10,9 @@ import "math"
 // differ the way they do between a serving engine and a trainer; routing
 // replay (package trainer) is what makes the trainer follow the engine's
 // experts anyway. Every other operation is the CPU backend's, in float32.
-// Open("cpu", Options{Precision: "bf16"}) returns one.
+// Open("cpu", Options{Precision: "bf16"}) returns one. It is a numerics
+// reference, not a fast path: each product rounds fresh copies of both
+// inputs, the weights included.
 type CPUBF16 struct{ CPU }
 
 // NewCPUBF16 returns the bf16-rounding CPU backend.
