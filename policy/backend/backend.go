@@ -65,6 +65,14 @@ type Ops[T Float] interface {
 	// Heads*HeadDim]. probs, when not nil, receives the probabilities
 	// [Heads][S][Pos0+S] (training, Pos0 = 0), zero above the diagonal.
 	Attention(out, probs, q, k, v []T, a AttnShape)
+	// AttendRows is the decoding engine's attention: nq query rows of one
+	// head, q [nq rows ld apart, hd each] at positions first..first+nq-1,
+	// over the keys and values k, v [positions, ldkv apart, hd each] in
+	// position order, into out (rows ld apart), scaled by 1/sqrt(hd). Each
+	// row's result is the bits it gets alone, whatever nq and first are:
+	// a token's logits must not depend on the batch or chunk it is decoded
+	// in (the engine's batch invariance rests on it).
+	AttendRows(out, q []T, ld, nq int, k, v []T, ldkv, first, hd int)
 	// AttentionBack sets dq [S, Heads*HeadDim] and dk, dv [S, KV*HeadDim]
 	// from dout and the forward inputs and probabilities (Pos0 = 0).
 	AttentionBack(dq, dk, dv, dout, q, k, v, probs []T, a AttnShape)

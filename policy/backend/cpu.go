@@ -191,6 +191,63 @@ func (o CPUOps[T]) Attention(out, probs, q, k, v []T, a AttnShape) {
 	})
 }
 
+// AttendRows implements Ops. For float32 the scores are kernels.RowDots
+// (each element Dot's bits), the softmax is per row, and the weighted sum of
+// the values is one fused multiply-add chain per element with the keys in
+// position order: the keys every row sees together (kernels.WeightedSum,
+// four rows sharing each load of a value row), then each row's own last
+// ones. float64 (the gradient checks) takes plain loops in the same order.
+func (CPUOps[T]) AttendRows(out, q []T, ld, nq int, k, v []T, ldkv, first, hd int) {
+	if nq <= 0 {
+		return
+	}
+	N := first + nq // the keys the last row sees
+	s := make([]T, nq*N)
+	if s32, ok := any(s).([]float32); ok {
+		attendRows32(any(out).([]float32), any(q).([]float32), ld, nq, any(k).([]float32), any(v).([]float32), ldkv, first, hd, s32)
+		return
+	}
+	scale := T(1 / math.Sqrt(float64(hd)))
+	dot := dotFunc[T]()
+	for r := range nq {
+		p := s[r*N : r*N+first+r+1]
+		for j := range p {
+			p[j] = dot(q[r*ld:r*ld+hd], k[j*ldkv:j*ldkv+hd]) * scale
+		}
+		softmax(p)
+		o := out[r*ld : r*ld+hd]
+		clear(o)
+		for j, pj := range p {
+			for i, vv := range v[j*ldkv : j*ldkv+hd] {
+				o[i] += pj * vv
+			}
+		}
+	}
+}
+
+// attendRows32 is AttendRows for float32 with s, the scores [nq, first+nq],
+// as scratch.
+func attendRows32(out, q []float32, ld, nq int, k, v []float32, ldkv, first, hd int, s []float32) {
+	N := first + nq
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	kernels.RowDots(s, N, q, ld, nq, k, ldkv, N, hd)
+	for r := range nq {
+		p := s[r*N : r*N+first+r+1]
+		for j := range p {
+			p[j] *= scale
+		}
+		inv := float32(1 / ExpShift(p, 1, float64(kernels.Max(p))))
+		kernels.Scale(p, inv)
+	}
+	kernels.WeightedSum(out, ld, s, N, nq, first+1, v, ldkv, hd)
+	for r := 1; r < nq; r++ {
+		o := out[r*ld : r*ld+hd]
+		for j := first + 1; j <= first+r; j++ {
+			kernels.Axpy(s[r*N+j], v[j*ldkv:j*ldkv+hd], o)
+		}
+	}
+}
+
 // AttentionBack implements Ops, one goroutine per query head; heads sharing
 // a key/value head write their dk and dv to private buffers summed
 // afterwards in head order.

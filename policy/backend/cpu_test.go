@@ -300,3 +300,48 @@ func TestRegister(t *testing.T) {
 		}()
 	}
 }
+
+// TestCPUAttendRows checks the decode attention against the definition in
+// both float types, over GQA heads, and that a query row's float32 result
+// is the same bits whether it runs alone or in a block of rows.
+func TestCPUAttendRows(t *testing.T) {
+	cases := []AttnShape{
+		{S: 4, Pos0: 0, Heads: 4, KV: 2, HeadDim: 8},   // a prefill block from position 0
+		{S: 3, Pos0: 37, Heads: 2, KV: 1, HeadDim: 64}, // a chunk after a cache, GQA
+		{S: 1, Pos0: 9, Heads: 3, KV: 3, HeadDim: 2},   // one decode row, MHA
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, a := range cases {
+		N, H, KV, hd := a.Pos0+a.S, a.Heads, a.KV, a.HeadDim
+		q := randSlice(r, a.S*H*hd)
+		k := randSlice(r, N*KV*hd)
+		v := randSlice(r, N*KV*hd)
+		want, _ := naiveAttention(q, k, v, a)
+		q32, k32, v32 := to32(q), to32(k), to32(v)
+		out32 := make([]float32, len(want))
+		out64 := make([]float64, len(want))
+		for h := range H {
+			kh := h / (H / KV)
+			NewCPU().AttendRows(out32[h*hd:], q32[h*hd:], H*hd, a.S, k32[kh*hd:], v32[kh*hd:], KV*hd, a.Pos0, hd)
+			CPUOps[float64]{}.AttendRows(out64[h*hd:], q[h*hd:], H*hd, a.S, k[kh*hd:], v[kh*hd:], KV*hd, a.Pos0, hd)
+			for i := range a.S { // each row alone
+				one := make([]float32, hd)
+				off := (i*H + h) * hd
+				NewCPU().AttendRows(one, q32[off:], H*hd, 1, k32[kh*hd:], v32[kh*hd:], KV*hd, a.Pos0+i, hd)
+				for x := range one {
+					if one[x] != out32[off+x] {
+						t.Fatalf("%+v head %d row %d: alone %v, in the block %v", a, h, i, one[x], out32[off+x])
+					}
+				}
+			}
+		}
+		if d := maxDiff(out32, want); d > 1e-5 {
+			t.Errorf("%+v: float32 differs from the definition by %g", a, d)
+		}
+		for i, w := range want {
+			if d := math.Abs(out64[i] - w); d > 1e-12 {
+				t.Fatalf("%+v: float64 element %d differs by %g", a, i, d)
+			}
+		}
+	}
+}

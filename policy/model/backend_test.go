@@ -54,6 +54,10 @@ func (r *recorder) Attention(out, probs, q, k, v []float32, a backend.AttnShape)
 	r.note("Attention")
 	r.CPU.Attention(out, probs, q, k, v, a)
 }
+func (r *recorder) AttendRows(out, q []float32, ld, nq int, k, v []float32, ldkv, first, hd int) {
+	r.note("AttendRows")
+	r.CPU.AttendRows(out, q, ld, nq, k, v, ldkv, first, hd)
+}
 func (r *recorder) AttentionBack(dq, dk, dv, dout, q, k, v, probs []float32, a backend.AttnShape) {
 	r.note("AttentionBack")
 	r.CPU.AttentionBack(dq, dk, dv, dout, q, k, v, probs, a)
@@ -114,7 +118,7 @@ func TestModelRunsOnItsBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, op := range []string{"Gemm", "RowLinear", "RMSNorm", "RMSNormBack", "SwiGLU", "SwiGLUBack",
-		"Attention", "AttentionBack", "Logprobs", "LogprobsBack", "AdamW"} {
+		"Attention", "AttendRows", "AttentionBack", "Logprobs", "LogprobsBack", "AdamW"} {
 		if rec.calls[op] == 0 {
 			t.Errorf("the model never called %s on its backend", op)
 		}

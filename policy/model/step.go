@@ -2,10 +2,8 @@ package model
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/legorl/legorl/policy/backend"
-	"github.com/legorl/legorl/policy/kernels"
 )
 
 // StepInput is one sequence's part of a Step: the tokens that extend its
@@ -38,9 +36,9 @@ type StepOutput struct {
 // calls once per decode step, with prefill chunks mixed in.
 //
 // The numerics are row-invariant: every element of every matrix product is
-// one kernels.Dot of an input row with a weight row, attention handles each
-// query row and head alone with keys in position order, and norms and the
-// MoE combine are per row. So a token's logits, keys, values and routing
+// one kernels.Dot of an input row with a weight row, attention (the
+// backend's AttendRows) handles each query row and head alone with keys in
+// position order, and norms and the MoE combine are per row. So a token's logits, keys, values and routing
 // are bitwise the same whether it runs in a prefill of the whole prompt, in
 // a chunk, alone as a decode step or in a batch with other sequences. They
 // agree with Logprobs (whose Sgemm blocking depends on the sequence length)
@@ -201,7 +199,8 @@ func (st *step) layer(l, moeIdx int, x []float32) []float32 {
 		tk := tasks[j]
 		kv := &st.in[tk.i].Cache.kv
 		off := ((tk.row0+tk.t0)*H + tk.h) * hd
-		attendRows(c, q[off:], H*hd, tk.nt, kv.k[l], kv.v[l], kv.n+tk.t0, tk.h, attn[off:])
+		kh := tk.h / (H / KV)
+		st.m.be.AttendRows(attn[off:], q[off:], H*hd, tk.nt, kv.k[l][kh*hd:], kv.v[l][kh*hd:], KV*hd, kv.n+tk.t0, hd)
 	})
 	h := st.rowLinear(attn, R, H*hd, lp.o.data, d)
 	for i := range h {
@@ -218,39 +217,6 @@ func (st *step) layer(l, moeIdx int, x []float32) []float32 {
 		out[i] += h[i]
 	}
 	return out
-}
-
-// attendRows computes the attention output of nq query rows of head h,
-// q [nq rows ld apart, hd each], at positions first..first+nq-1, over the
-// keys and values k, v [positions, KV*hd] in position order, into out
-// (rows ld apart). Each row's numbers are those it gets alone: its scores
-// are Dot's bits (kernels.RowDots), its softmax and weighted sum its own.
-func attendRows(c *Config, q []float32, ld, nq int, k, v []float32, first, h int, out []float32) {
-	KV, hd := c.NumKeyValueHeads, c.HeadDim
-	kh := h / (c.NumAttentionHeads / KV)
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	N := first + nq // the keys the last row sees
-	s := make([]float32, nq*N)
-	kernels.RowDots(s, N, q, ld, nq, k[kh*hd:], KV*hd, N, hd)
-	for r := range nq {
-		p := s[r*N : r*N+first+r+1]
-		for j := range p {
-			p[j] *= scale
-		}
-		inv := float32(1 / backend.ExpShift(p, 1, float64(kernels.Max(p))))
-		kernels.Scale(p, inv)
-	}
-	// The weighted sum of the values, one fused multiply-add per element
-	// and key, keys in position order: the keys every row sees together,
-	// then each row's own last ones.
-	vh := v[kh*hd:]
-	kernels.WeightedSum(out, ld, s, N, nq, first+1, vh, KV*hd, hd)
-	for r := 1; r < nq; r++ {
-		o := out[r*ld : r*ld+hd]
-		for j := first + 1; j <= first+r; j++ {
-			kernels.Axpy(s[r*N+j], vh[j*KV*hd:j*KV*hd+hd], o)
-		}
-	}
 }
 
 // rowLinear computes y = x W^T for x [rows, in] and W [out, in] with the

@@ -245,7 +245,8 @@ func testModel(t *testing.T, c model.Config, prec string) {
 	}
 	near(t, "cache logits", lg, lw, tol.logprob)
 
-	// Step: the batched inference path (RowLinear, SwiGLU).
+	// Step: the batched inference path (RowLinear, SwiGLU; AttendRows on
+	// the host).
 	var sw, sg []model.StepOutput
 	for _, m := range []*model.Model{cpuM, gpuM} {
 		in := []model.StepInput{{Cache: m.NewCache(), IDs: seqs[1].Prompt}, {Cache: m.NewCache(), IDs: seqs[2].Prompt[:5]}}

@@ -261,6 +261,14 @@ func (b *Backend) Attention(out, probs, q, k, v []float32, a backend.AttnShape) 
 	})
 }
 
+// AttendRows implements backend.Ops on the host, with the CPU backend's
+// row-invariant kernels: the decoding engine keeps its KV cache in host
+// memory (model.Cache), so a device kernel would first upload the whole
+// cache at every step. It does not touch the device, and reports no error.
+func (b *Backend) AttendRows(out, q []float32, ld, nq int, k, v []float32, ldkv, first, hd int) {
+	backend.CPUOps[float32]{}.AttendRows(out, q, ld, nq, k, v, ldkv, first, hd)
+}
+
 // AttentionBack implements backend.Ops (Pos0 must be 0): dS and dq with one
 // block per (query row, head), then dk and dv with one block per (key row,
 // key/value head), summing the group's heads in order.
