@@ -219,7 +219,10 @@ func writePyStr(b *strings.Builder, v pyValue) {
 }
 
 // writePyRepr writes Python's repr() of a JSON value.
-func writePyRepr(b *strings.Builder, v pyValue) {
+func writePyRepr(b *strings.Builder, v pyValue) { writePyWith(b, v, writeReprLeaf) }
+
+// writeReprLeaf writes Python's repr() of a string, number or boolean.
+func writeReprLeaf(b *strings.Builder, v pyValue) {
 	switch v.kind {
 	case 's':
 		writePyStringRepr(b, v.text)
@@ -241,26 +244,6 @@ func writePyRepr(b *strings.Builder, v pyValue) {
 		default:
 			b.WriteString("None")
 		}
-	case 'a':
-		b.WriteByte('[')
-		for i, item := range v.items {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			writePyRepr(b, item)
-		}
-		b.WriteByte(']')
-	case 'o':
-		b.WriteByte('{')
-		for i, k := range v.keys {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			writePyStringRepr(b, k)
-			b.WriteString(": ")
-			writePyRepr(b, v.items[i])
-		}
-		b.WriteByte('}')
 	}
 }
 

@@ -227,19 +227,30 @@ func hex4(s string) rune {
 	return r
 }
 
-func writePyValue(b *strings.Builder, v pyValue) {
-	switch v.kind {
-	case 's':
+func writePyValue(b *strings.Builder, v pyValue) { writePyWith(b, v, writeJSONLeaf) }
+
+// writeJSONLeaf writes a string, number or boolean as json.dumps does
+// (numbers and booleans as parsed).
+func writeJSONLeaf(b *strings.Builder, v pyValue) {
+	if v.kind == 's' {
 		writePyString(b, v.text)
-	case 'n', 'b':
-		b.WriteString(v.text)
+		return
+	}
+	b.WriteString(v.text)
+}
+
+// writePyWith writes v with the containers laid out as both json.dumps and
+// Python's repr() lay them out ("[a, b]", "{k: v}"; keys are strings) and
+// every leaf, keys included, by leaf: the two differ only in their leaves.
+func writePyWith(b *strings.Builder, v pyValue, leaf func(*strings.Builder, pyValue)) {
+	switch v.kind {
 	case 'a':
 		b.WriteByte('[')
 		for i, item := range v.items {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			writePyValue(b, item)
+			writePyWith(b, item, leaf)
 		}
 		b.WriteByte(']')
 	case 'o':
@@ -248,11 +259,13 @@ func writePyValue(b *strings.Builder, v pyValue) {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			writePyString(b, k)
+			leaf(b, pyValue{kind: 's', text: k})
 			b.WriteString(": ")
-			writePyValue(b, v.items[i])
+			writePyWith(b, v.items[i], leaf)
 		}
 		b.WriteByte('}')
+	default:
+		leaf(b, v)
 	}
 }
 
