@@ -19,6 +19,8 @@ package storage
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -127,4 +129,19 @@ func Open(ctx context.Context, uri string, opts Options) (Store, error) {
 	default:
 		return nil, fmt.Errorf("%w: %q: unknown scheme %q (want file or s3)", ErrInvalidURI, uri, scheme)
 	}
+}
+
+// HashObject returns the hex sha256 of the object at key, the digest
+// manifests record: a reader checks a stored file against its entry with it.
+func HashObject(ctx context.Context, st Getter, key string) (string, error) {
+	rc, err := st.Get(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	defer rc.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, rc); err != nil {
+		return "", fmt.Errorf("storage: read %s: %w", key, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -3,6 +3,8 @@ package storage_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -171,6 +173,10 @@ func TestStorePutGet(t *testing.T) {
 				if got := mustGet(t, st, tt.key); !bytes.Equal(got, tt.data) {
 					t.Fatalf("get %s: %d bytes, want %d bytes as put", tt.key, len(got), len(tt.data))
 				}
+				sum := sha256.Sum256(tt.data)
+				if got, err := storage.HashObject(context.Background(), st, tt.key); err != nil || got != hex.EncodeToString(sum[:]) {
+					t.Fatalf("HashObject %s = %s, %v; want %x", tt.key, got, err, sum)
+				}
 			})
 		}
 	})
@@ -205,6 +211,9 @@ func TestStoreGetMissing(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), key) {
 				t.Errorf("error %q does not name the key", err)
+			}
+			if _, err := storage.HashObject(context.Background(), st, key); !errors.Is(err, storage.ErrNotFound) {
+				t.Fatalf("HashObject %s: got %v, want ErrNotFound", key, err)
 			}
 		}
 	})

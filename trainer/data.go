@@ -2,10 +2,7 @@ package trainer
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"sort"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -145,8 +142,8 @@ func Load(ctx context.Context, st storage.Store, runID string, iteration int, op
 		return nil, fmt.Errorf("trainer: load run %s iteration %d: %w", runID, iteration, err)
 	}
 	use := ManifestUse{Key: ref.Key(man.Version), Stage: man.Stage, Version: man.Version}
-	if use.SHA256, err = hashObject(ctx, st, use.Key); err != nil {
-		return nil, err
+	if use.SHA256, err = storage.HashObject(ctx, st, use.Key); err != nil {
+		return nil, fmt.Errorf("trainer: %w", err)
 	}
 	d := &Data{RunID: runID, Iteration: iteration, Masked: map[string]int{}}
 	rollouts := map[string]rolloutRow{}
@@ -229,16 +226,3 @@ type rolloutRow struct {
 	source      string
 }
 
-// hashObject returns the hex sha256 of a stored object.
-func hashObject(ctx context.Context, st storage.Getter, key string) (string, error) {
-	rc, err := st.Get(ctx, key)
-	if err != nil {
-		return "", fmt.Errorf("trainer: %w", err)
-	}
-	defer rc.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, rc); err != nil {
-		return "", fmt.Errorf("trainer: read %s: %w", key, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}

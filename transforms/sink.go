@@ -81,7 +81,7 @@ func (p sameContent) Put(ctx context.Context, key string, body io.Reader, size i
 			return nil
 		}
 		if errors.Is(err, storage.ErrExists) {
-			got, herr := hashObject(ctx, p.st, key)
+			got, herr := storage.HashObject(ctx, p.st, key)
 			if herr != nil {
 				return fmt.Errorf("transforms: put %s: compare with the existing object: %w", key, herr)
 			}
@@ -104,15 +104,6 @@ func hashFrom(r io.Reader) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-func hashObject(ctx context.Context, st storage.Getter, key string) (string, error) {
-	rc, err := st.Get(ctx, key)
-	if err != nil {
-		return "", err
-	}
-	defer rc.Close()
-	return hashFrom(rc)
 }
 
 // claim is a group's commit point in the store (see the package doc).
