@@ -1,10 +1,12 @@
 package monitor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -269,39 +271,18 @@ func (s *snapshot) table(ctx context.Context, m *Monitor, t schemas.Table) *tabl
 
 // sort orders rows by iteration, then by id: the order of every panel.
 func (t *tableData) sort() {
-	sort.SliceStable(t.rollouts, func(i, j int) bool {
-		a, b := t.rollouts[i], t.rollouts[j]
-		if a.Iteration != b.Iteration {
-			return a.Iteration < b.Iteration
-		}
-		return a.RolloutID < b.RolloutID
+	slices.SortStableFunc(t.rollouts, func(a, b schemas.Rollout) int {
+		return cmp.Or(cmp.Compare(a.Iteration, b.Iteration), strings.Compare(a.RolloutID, b.RolloutID))
 	})
-	sort.SliceStable(t.segments, func(i, j int) bool {
-		a, b := t.segments[i], t.segments[j]
-		if a.Iteration != b.Iteration {
-			return a.Iteration < b.Iteration
-		}
-		if a.RolloutID != b.RolloutID {
-			return a.RolloutID < b.RolloutID
-		}
-		return a.SegmentIndex < b.SegmentIndex
+	slices.SortStableFunc(t.segments, func(a, b segSummary) int {
+		return cmp.Or(cmp.Compare(a.Iteration, b.Iteration), strings.Compare(a.RolloutID, b.RolloutID),
+			cmp.Compare(a.SegmentIndex, b.SegmentIndex))
 	})
-	sort.SliceStable(t.steps, func(i, j int) bool {
-		a, b := t.steps[i], t.steps[j]
-		if a.Iteration != b.Iteration {
-			return a.Iteration < b.Iteration
-		}
-		if a.RolloutID != b.RolloutID {
-			return a.RolloutID < b.RolloutID
-		}
-		return a.Turn < b.Turn
+	slices.SortStableFunc(t.steps, func(a, b schemas.Step) int {
+		return cmp.Or(cmp.Compare(a.Iteration, b.Iteration), strings.Compare(a.RolloutID, b.RolloutID), cmp.Compare(a.Turn, b.Turn))
 	})
-	sort.SliceStable(t.train, func(i, j int) bool {
-		a, b := t.train[i], t.train[j]
-		if a.Iteration != b.Iteration {
-			return a.Iteration < b.Iteration
-		}
-		return a.Step < b.Step
+	slices.SortStableFunc(t.train, func(a, b schemas.TrainStep) int {
+		return cmp.Or(cmp.Compare(a.Iteration, b.Iteration), cmp.Compare(a.Step, b.Step))
 	})
 }
 
