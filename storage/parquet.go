@@ -234,7 +234,8 @@ func WriteFile[T any](ctx context.Context, st Putter, key string, footer schemas
 	return w.Close(ctx)
 }
 
-// File is a verified Parquet file held in memory, read as Arrow batches.
+// File is a verified Parquet file, read as Arrow batches: from the store's
+// local file when there is one (FileStore), otherwise from memory.
 type File struct {
 	Name   string
 	Footer schemas.Footer
@@ -242,6 +243,7 @@ type File struct {
 	rows   int64
 	pf     *file.Reader
 	fr     *pqarrow.FileReader
+	src    io.Closer // the local file read, if any; closed by Close
 }
 
 // MaxFileBytes bounds the size of a data file a reader loads. Defaults to 4 GiB.
@@ -249,16 +251,23 @@ const MaxFileBytes = 4 << 30
 
 // OpenFile fetches a committed file, checks its size and sha256 against the
 // manifest entry, and decodes its footer. A truncated or altered file fails
-// with ErrChecksum naming the key; it is never decoded.
+// with ErrChecksum naming the key; it is never decoded. When the store's
+// object is a local file (FileStore), it is hashed in one streaming pass
+// and then decoded from the file itself, so a reader holds only the batch
+// it decodes; objects of other stores (S3) are fetched into memory whole.
+// The local file is trusted not to change between the check and the read:
+// the store never rewrites an object.
 func OpenFile(ctx context.Context, st Getter, e FileEntry, mem memory.Allocator) (*File, error) {
-	data, err := fetchVerified(ctx, st, e)
+	src, size, closer, err := openVerified(ctx, st, e)
 	if err != nil {
 		return nil, err
 	}
-	f, err := DecodeFile(e.Key, data, mem)
+	f, err := decodeFile(e.Key, src, size, mem)
 	if err != nil {
+		closer.Close()
 		return nil, err
 	}
+	f.src = closer
 	if string(f.Footer.Table) != e.Table {
 		f.Close()
 		return nil, fmt.Errorf("%w: %s holds table %s, manifest says %s", ErrCorrupt, e.Key, f.Footer.Table, e.Table)
@@ -268,6 +277,33 @@ func OpenFile(ctx context.Context, st Getter, e FileEntry, mem memory.Allocator)
 		return nil, fmt.Errorf("%w: %s holds %d rows, manifest says %d", ErrCorrupt, e.Key, f.rows, e.Rows)
 	}
 	return f, nil
+}
+
+// openVerified opens a committed file and checks its size and sha256
+// against the manifest entry: a local file in place, read twice (hashed,
+// then decoded), any other object read into memory once.
+func openVerified(ctx context.Context, st Getter, e FileEntry) (io.ReaderAt, int64, io.Closer, error) {
+	if e.Size < 0 || e.Size > MaxFileBytes {
+		return nil, 0, nil, fmt.Errorf("%w: %s is %d bytes, not in [0, %d]", ErrCorrupt, e.Key, e.Size, MaxFileBytes)
+	}
+	rc, err := st.Get(ctx, e.Key)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	local, ok := rc.(*os.File)
+	if !ok {
+		defer rc.Close()
+		data, err := readVerified(ctx, rc, e)
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		return bytes.NewReader(data), int64(len(data)), io.NopCloser(nil), nil
+	}
+	if err := checkSum(ctx, local, io.Discard, e); err != nil {
+		local.Close()
+		return nil, 0, nil, err
+	}
+	return local, e.Size, local, nil
 }
 
 // ReadRows is the typed read beside the typed writer: it fetches and
@@ -329,19 +365,32 @@ func fetchVerified(ctx context.Context, st Getter, e FileEntry) ([]byte, error) 
 		return nil, err
 	}
 	defer rc.Close()
+	return readVerified(ctx, rc, e)
+}
+
+// readVerified reads r whole and checks its size and sha256 against e.
+func readVerified(ctx context.Context, r io.Reader, e FileEntry) ([]byte, error) {
 	buf := bytes.NewBuffer(make([]byte, 0, e.Size))
-	sum := sha256.New()
-	n, err := io.Copy(io.MultiWriter(buf, sum), io.LimitReader(rc, e.Size+1))
-	if err != nil {
-		return nil, fmt.Errorf("storage: read %s: %w", e.Key, err)
-	}
-	if n != e.Size {
-		return nil, fmt.Errorf("%w: %s is %d bytes, manifest says %d", ErrChecksum, e.Key, n, e.Size)
-	}
-	if got := hex.EncodeToString(sum.Sum(nil)); got != e.SHA256 {
-		return nil, fmt.Errorf("%w: %s has sha256 %s, manifest says %s", ErrChecksum, e.Key, got[:12], short(e.SHA256))
+	if err := checkSum(ctx, r, buf, e); err != nil {
+		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// checkSum copies r to w and checks its size and sha256 against e.
+func checkSum(ctx context.Context, r io.Reader, w io.Writer, e FileEntry) error {
+	sum := sha256.New()
+	n, err := io.Copy(io.MultiWriter(w, sum), io.LimitReader(ctxReader{ctx, r}, e.Size+1))
+	if err != nil {
+		return fmt.Errorf("storage: read %s: %w", e.Key, err)
+	}
+	if n != e.Size {
+		return fmt.Errorf("%w: %s is %d bytes, manifest says %d", ErrChecksum, e.Key, n, e.Size)
+	}
+	if got := hex.EncodeToString(sum.Sum(nil)); got != e.SHA256 {
+		return fmt.Errorf("%w: %s has sha256 %s, manifest says %s", ErrChecksum, e.Key, got[:12], short(e.SHA256))
+	}
+	return nil
 }
 
 func short(s string) string {
@@ -355,16 +404,26 @@ func short(s string) string {
 // legorl footer and the Arrow schema must be the table's documented one.
 // Malformed input gives an ErrCorrupt error naming the file, never a panic.
 func DecodeFile(name string, data []byte, mem memory.Allocator) (f *File, err error) {
+	return decodeFile(name, bytes.NewReader(data), int64(len(data)), mem)
+}
+
+// readBufferBytes is the buffer through which a column chunk is read, a
+// page at a time, instead of whole: 1 MiB, parquet-go's page size.
+const readBufferBytes = 1 << 20
+
+// decodeFile is DecodeFile over the size bytes of src.
+func decodeFile(name string, src io.ReaderAt, size int64, mem memory.Allocator) (f *File, err error) {
 	defer recoverCorrupt(name, &err)
 	// The reader starts from the footer; a file must also begin with the
 	// magic, or it is a tail of one.
-	if !bytes.HasPrefix(data, []byte("PAR1")) {
+	var magic [4]byte
+	if _, err := src.ReadAt(magic[:], 0); err != nil || string(magic[:]) != "PAR1" {
 		return nil, fmt.Errorf("%w: %s: no Parquet magic at the start", ErrCorrupt, name)
 	}
 	props := aparquet.NewReaderProperties(mem)
 	props.BufferedStreamEnabled = true
-	props.BufferSize = 1 << 20
-	pf, err := file.NewParquetReader(bytes.NewReader(data), file.WithReadProps(props))
+	props.BufferSize = readBufferBytes
+	pf, err := file.NewParquetReader(io.NewSectionReader(src, 0, size), file.WithReadProps(props))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, name, err)
 	}
@@ -531,7 +590,15 @@ func (f *File) rowGroup(ctx context.Context, rg int, n int64, yield func(arrow.R
 }
 
 // Close releases the file.
-func (f *File) Close() error { return f.pf.Close() }
+func (f *File) Close() error {
+	err := f.pf.Close()
+	if f.src != nil {
+		if cerr := f.src.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
 
 // CountRows reads every committed file of table in a run as Arrow batches
 // (each file verified as OpenFile does) and returns how many files and
