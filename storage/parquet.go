@@ -500,7 +500,8 @@ var errStop = errors.New("stop")
 // DecodeBatchBytes is the decoding memory File.Batches aims at per batch
 // when the caller leaves the batch size to it: 4 MiB, about two rows of a
 // segments table with MoE routing (each routing id takes 8 bytes to decode:
-// a 4-byte INT32 and two 2-byte levels), thousands of rollouts.
+// a 4-byte INT32 and two 2-byte levels); narrow tables such as rollouts
+// reach the 4096-row cap first.
 const DecodeBatchBytes = 4 << 20
 
 // maxBatchRows caps the rows of a batch whose size is left to File.Batches.
@@ -531,7 +532,7 @@ func (f *File) autoBatchRows(rg int) int64 {
 	if rows <= 0 {
 		return 1
 	}
-	var bytes int64
+	var decoded int64
 	for c := range g.NumColumns() {
 		cc, err := g.ColumnChunk(c)
 		if err != nil {
@@ -541,26 +542,26 @@ func (f *File) autoBatchRows(rg int) int64 {
 		n := cc.NumValues()
 		switch col.PhysicalType() {
 		case aparquet.Types.ByteArray:
-			bytes += cc.TotalUncompressedSize()
+			decoded += cc.TotalUncompressedSize()
 		case aparquet.Types.FixedLenByteArray:
-			bytes += n * int64(col.TypeLength())
+			decoded += n * int64(col.TypeLength())
 		case aparquet.Types.Boolean:
-			bytes += n
+			decoded += n
 		case aparquet.Types.Int32, aparquet.Types.Float:
-			bytes += 4 * n
+			decoded += 4 * n
 		case aparquet.Types.Int96:
-			bytes += 12 * n
+			decoded += 12 * n
 		default:
-			bytes += 8 * n
+			decoded += 8 * n
 		}
 		if col.MaxDefinitionLevel() > 0 {
-			bytes += 2 * n
+			decoded += 2 * n
 		}
 		if col.MaxRepetitionLevel() > 0 {
-			bytes += 2 * n
+			decoded += 2 * n
 		}
 	}
-	perRow := max(bytes/rows, 1)
+	perRow := max(decoded/rows, 1)
 	return min(max(DecodeBatchBytes/perRow, 1), rows, maxBatchRows)
 }
 
