@@ -3,11 +3,15 @@ package storage_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"iter"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -46,6 +50,11 @@ import (
 //	                 that file. The yardstick for the numbers above.
 //
 // Each reports file-MB (on-disk size) and ratio (payload / on-disk size).
+// Reads of a local file also report peak-RSS-MB and RSS/payload: the peak
+// resident set size (VmHWM, Linux only) of a child process, this test binary
+// re-run as TestReadChild, that reads the file once as the timed loop does
+// (the highest of three such children); idle-RSS-MB is the same child doing
+// nothing, the floor.
 
 // benchSegmentsConfig sizes the benchmark file.
 var benchSegmentsConfig = synth.Config{
@@ -267,6 +276,9 @@ func benchStoreRead[T any](b *testing.B, st storage.Store, rows []T, payload int
 	}
 	cpu.report(b, ops, payload)
 	reportSize(b, payload, e.Size)
+	if fs, ok := st.(*storage.FileStore); ok {
+		reportPeakRSS(b, readChild{Mode: "store", Root: storeRoot(fs), Entry: e}, payload)
+	}
 }
 
 func benchFileStore(b *testing.B) storage.Store {
@@ -278,8 +290,10 @@ func benchFileStore(b *testing.B) storage.Store {
 }
 
 func storeFilePath(st *storage.FileStore, key string) string {
-	return filepath.Join(st.URI()[len("file://"):], filepath.FromSlash(key))
+	return filepath.Join(storeRoot(st), filepath.FromSlash(key))
 }
+
+func storeRoot(st *storage.FileStore) string { return st.URI()[len("file://"):] }
 
 // benchBareWrite writes rows with the storage writer's parquet-go settings
 // (zstd, dictionary strings, 1 MiB page buffer) to a plain local file.
@@ -330,37 +344,149 @@ func benchBareRead(b *testing.B, path string, rows, payload int64) {
 	cpu := startCPU()
 	for b.Loop() {
 		ops++
-		data, err := os.ReadFile(path)
-		if err != nil {
+		if err := bareRead(ctx, path, rows); err != nil {
 			b.Fatal(err)
-		}
-		pf, err := file.NewParquetReader(bytes.NewReader(data))
-		if err != nil {
-			b.Fatal(err)
-		}
-		fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 4096}, memory.DefaultAllocator)
-		if err != nil {
-			b.Fatal(err)
-		}
-		rr, err := fr.GetRecordReader(ctx, nil, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		var n int64
-		for rr.Next() {
-			n += rr.RecordBatch().NumRows()
-		}
-		if err := rr.Err(); err != nil && err != io.EOF {
-			b.Fatal(err)
-		}
-		rr.Release()
-		pf.Close()
-		if n != rows {
-			b.Fatalf("read %d rows, want %d", n, rows)
 		}
 	}
 	cpu.report(b, ops, payload)
 	reportSize(b, payload, st.Size())
+	reportPeakRSS(b, readChild{Mode: "bare", Path: path, Rows: rows}, payload)
+}
+
+// bareRead reads the Parquet file at path into memory and decodes it with
+// pqarrow in batches of up to 4096 rows, checking the row count.
+func bareRead(ctx context.Context, path string, rows int64) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	pf, err := file.NewParquetReader(bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	defer pf.Close()
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 4096}, memory.DefaultAllocator)
+	if err != nil {
+		return err
+	}
+	rr, err := fr.GetRecordReader(ctx, nil, nil)
+	if err != nil {
+		return err
+	}
+	defer rr.Release()
+	var n int64
+	for rr.Next() {
+		n += rr.RecordBatch().NumRows()
+	}
+	if err := rr.Err(); err != nil && err != io.EOF {
+		return err
+	}
+	if n != rows {
+		return fmt.Errorf("read %d rows, want %d", n, rows)
+	}
+	return nil
+}
+
+// readChild is the work of a TestReadChild process, passed as JSON in
+// readChildEnv: read a file once, through the store (Mode "store") or bare
+// pqarrow (Mode "bare"), or nothing ("idle").
+type readChild struct {
+	Mode  string            `json:"mode"`
+	Root  string            `json:"root,omitempty"`
+	Entry storage.FileEntry `json:"entry"`
+	Path  string            `json:"path,omitempty"`
+	Rows  int64             `json:"rows,omitempty"`
+}
+
+const readChildEnv = "LEGORL_STORAGE_READ_CHILD"
+
+// TestReadChild is the child process of reportPeakRSS; without
+// readChildEnv it does nothing.
+func TestReadChild(t *testing.T) {
+	v := os.Getenv(readChildEnv)
+	if v == "" {
+		t.Skip("run by the read benchmarks to measure peak RSS")
+	}
+	var c readChild
+	if err := json.Unmarshal([]byte(v), &c); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	switch c.Mode {
+	case "idle":
+	case "bare":
+		if err := bareRead(ctx, c.Path, c.Rows); err != nil {
+			t.Fatal(err)
+		}
+	case "store":
+		st, err := storage.NewFileStore(c.Root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := storage.OpenFile(ctx, st, c.Entry, memory.DefaultAllocator)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for rec, err := range f.Batches(ctx, 0) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += rec.NumRows()
+		}
+		f.Close()
+		if n != c.Entry.Rows {
+			t.Fatalf("read %d rows, want %d", n, c.Entry.Rows)
+		}
+	default:
+		t.Fatalf("mode %q", c.Mode)
+	}
+	if rss, ok := selfPeakRSS(); ok {
+		fmt.Printf("%s%d\n", peakRSSMark, rss)
+	}
+}
+
+// peakRSSMark starts the line of TestReadChild's output that gives its peak
+// RSS in bytes.
+const peakRSSMark = "readchild-peak-rss-bytes="
+
+// reportPeakRSS runs c in a child process (this test binary, TestReadChild)
+// and reports its peak RSS, that of an idle child, and the peak over the
+// payload, each the highest of three children. The child inherits the environment (GOGC, GOMEMLIMIT).
+func reportPeakRSS(b *testing.B, c readChild, payload int64) {
+	run := func(c readChild) (int64, bool) {
+		arg, err := json.Marshal(c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestReadChild$", "-test.count", "1", "-test.v")
+		cmd.Env = append(os.Environ(), readChildEnv+"="+string(arg))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			b.Fatalf("read child: %v\n%s", err, out)
+		}
+		for line := range strings.Lines(string(out)) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), peakRSSMark); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				return n, err == nil
+			}
+		}
+		return 0, false
+	}
+	// The peak moves with the garbage collector's timing: the highest of
+	// three children is reported.
+	var idle, peak int64
+	for range 3 {
+		i, ok := run(readChild{Mode: "idle"})
+		if !ok {
+			return
+		}
+		p, _ := run(c)
+		idle, peak = max(idle, i), max(peak, p)
+	}
+	b.ReportMetric(float64(peak)/1e6, "peak-RSS-MB")
+	b.ReportMetric(float64(idle)/1e6, "idle-RSS-MB")
+	b.ReportMetric(float64(peak)/float64(payload), "RSS/payload")
 }
 
 func checkBatches(b *testing.B, batches iter.Seq2[arrow.RecordBatch, error], want int64) {
@@ -445,10 +571,13 @@ func segmentsRecord(schema *arrow.Schema, segs []schemas.Segment) arrow.RecordBa
 		i32(11).Append(s.RoutingLayers)
 		i32(12).Append(s.RoutingTopK)
 		rb.Field(13).(*array.Int64Builder).Append(s.PolicyVersion)
-		str(14).Append(s.FinishReason)
-		rb.Field(15).(*array.Float32Builder).Append(s.Temperature)
-		rb.Field(16).(*array.Float32Builder).Append(s.TopP)
-		i32(17).Append(s.TopK)
+		lb, vb = list(14)
+		lb.Append(true)
+		vb.(*array.Int64Builder).AppendValues(s.PolicyVersions, nil)
+		str(15).Append(s.FinishReason)
+		rb.Field(16).(*array.Float32Builder).Append(s.Temperature)
+		rb.Field(17).(*array.Float32Builder).Append(s.TopP)
+		i32(18).Append(s.TopK)
 	}
 	return rb.NewRecordBatch()
 }
