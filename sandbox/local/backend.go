@@ -33,9 +33,15 @@ type Options struct {
 	// NoSeccomp runs without the seccomp filter. Defaults to false.
 	NoSeccomp bool
 	// Prestart keeps this many sandbox inits started, their namespaces and
-	// root file system built, so that Create only adds the workspace and the
-	// limits. Each one waiting is an idle process. Defaults to 0.
+	// root file system built, their workspace mount and cgroups made with
+	// the default limits, so that Create only copies the workspace in and
+	// seals the sandbox. The first Create starts them; each one waiting is
+	// an idle process, an empty tmpfs and three empty cgroups. Defaults to
+	// 2 when 0; see NoPrestart.
 	Prestart int
+	// NoPrestart starts each sandbox's init in Create, and none ahead
+	// (as does a negative Prestart). Defaults to false.
+	NoPrestart bool
 	// InitPath is the binary re-executed as the sandbox init; it must link
 	// this package. Defaults to /proc/self/exe.
 	InitPath string
@@ -56,6 +62,7 @@ type Backend struct {
 
 	gcOnce       sync.Once // removes what dead host processes left
 	prestartOnce sync.Once
+	prestarting  sync.WaitGroup // the prestart goroutine, which Close waits for
 	stopOnce     sync.Once
 	stop         chan struct{}    // closed by Close: prestarting ends
 	pool         chan *holderProc // prestarted holders
@@ -63,9 +70,20 @@ type Backend struct {
 
 var _ sandbox.Backend = (*Backend)(nil)
 
+// defaultPrestart is Options.Prestart's default: one init for the next
+// Create and one for the Create after it, which covers sandboxes that
+// arrive a few milliseconds apart without holding many idle processes.
+const defaultPrestart = 2
+
 // New returns a local backend.
 func New(opts Options) *Backend {
-	return &Backend{opts: opts, stop: make(chan struct{}), pool: make(chan *holderProc, max(opts.Prestart, 0))}
+	switch {
+	case opts.NoPrestart || opts.Prestart < 0:
+		opts.Prestart = 0
+	case opts.Prestart == 0:
+		opts.Prestart = defaultPrestart
+	}
+	return &Backend{opts: opts, stop: make(chan struct{}), pool: make(chan *holderProc, opts.Prestart)}
 }
 
 // Name returns "local".

@@ -54,42 +54,32 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec) (_ *localSandbo
 		return nil, err
 	}
 	b.gcOnce.Do(func() { collectOrphans(b.opts.Dir) })
-	dir, err := os.MkdirTemp(b.opts.Dir, namePrefix+strconv.Itoa(os.Getpid())+"-")
-	if err != nil {
-		return nil, setupErr("folder", err)
-	}
-	s := &localSandbox{spec: spec, dir: dir, ws: filepath.Join(dir, "workspace"), pidfd: -1}
-	defer func() {
-		if err != nil {
-			s.Close()
-		}
-	}()
 	// A prestarted holder, or a new one that builds its root while the
 	// workspace is copied.
 	h, err := b.takeHolder()
 	if err != nil {
 		return nil, setupErr("init", err)
 	}
-	s.uid, s.holderPid, s.pidfd, s.ctl, s.ctlFD = h.uid, h.pid, h.pidfd, h.ctl, h.ctlFD
-	// The workspace is a tmpfs of Limits.DiskBytes on the host, filled
-	// here and shown inside by a bind mount.
-	if err := os.Mkdir(s.ws, 0o755); err != nil {
-		return nil, setupErr("workspace", err)
-	}
-	if err := capfs.Mount(s.ws, spec.Limits.DiskBytes, s.uid, s.uid); err != nil {
-		return nil, setupErr("workspace", err)
+	s := &localSandbox{spec: spec, uid: h.uid, dir: h.dir, ws: h.ws, cg: h.cg,
+		holderPid: h.pid, pidfd: h.pidfd, ctl: h.ctl, ctlFD: h.ctlFD}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	// The holder came with the default limits; the spec may ask for others.
+	if spec.Limits.DiskBytes != h.disk {
+		if err := capfs.Resize(s.ws, spec.Limits.DiskBytes); err != nil {
+			return nil, setupErr("workspace", err)
+		}
 	}
 	if spec.Workspace != "" {
 		if err := copyTree(spec.Workspace, s.ws, s.uid, s.uid); err != nil {
 			return nil, setupErr("workspace", fmt.Errorf("copy %s into a %d-byte workspace: %w", spec.Workspace, spec.Limits.DiskBytes, err))
 		}
 	}
-	if !b.opts.NoCgroups {
-		s.cg, err = newCgroup(filepath.Base(dir), spec.Limits.MemoryBytes, spec.Limits.Pids, spec.Limits.CPUs)
-		if err != nil {
-			return nil, setupErr("cgroups", err)
-		}
-		if err := s.cg.add(s.holderPid); err != nil {
+	if s.cg != nil {
+		if err := s.cg.setLimits(cgroupLimits{spec.Limits.MemoryBytes, spec.Limits.Pids, spec.Limits.CPUs}); err != nil {
 			return nil, setupErr("cgroups", err)
 		}
 	}
@@ -612,16 +602,7 @@ func (s *localSandbox) killHolder() {
 	if s.pidfd < 0 {
 		return
 	}
-	unix.PidfdSendSignal(s.pidfd, unix.SIGKILL, nil, 0)
-	// The pidfd turns readable when the holder has exited, which for pid 1
-	// of a namespace is after every other process in it.
-	for {
-		_, err := unix.Poll([]unix.PollFd{{Fd: int32(s.pidfd), Events: unix.POLLIN}}, -1)
-		if err != unix.EINTR {
-			break
-		}
-	}
-	unix.Close(s.pidfd)
+	killAndWait(s.pidfd)
 	s.pidfd = -1
 }
 
