@@ -158,9 +158,10 @@ type localSandbox struct {
 	ctlFD     int
 
 	execMu sync.Mutex // one Exec at a time
-	// Guarded by execMu: OOM kills counted when the last Exec ended
-	// normally, and why the holder died if the memory limit killed it.
-	oomSeen  uint64
+	// Guarded by execMu: the cgroup's event counts when the last Exec
+	// ended normally (zero in a fresh cgroup, so the first Exec reads them
+	// only once), and why the holder died if the memory limit killed it.
+	seen     cgroupCounters
 	oomDeath string
 
 	mu        sync.Mutex
@@ -266,7 +267,7 @@ func (s *localSandbox) exec(ctx context.Context, c sandbox.Cmd) (sandbox.Result,
 	env = append(env, c.Env...)
 
 	start := time.Now()
-	before := s.cg.counters()
+	before := s.seen
 	stdin, err := s.stdin(c.Stdin)
 	if err != nil {
 		return sandbox.Result{}, err
@@ -335,7 +336,7 @@ func (s *localSandbox) exec(ctx context.Context, c sandbox.Cmd) (sandbox.Result,
 		<-drained
 	}
 	after := s.cg.counters()
-	s.oomSeen = after.oomKills
+	s.seen = after
 	res := sandbox.Result{
 		Outcome:         sandbox.OutcomeCompleted,
 		Duration:        time.Since(start),
@@ -400,9 +401,9 @@ func (s *localSandbox) exec(ctx context.Context, c sandbox.Cmd) (sandbox.Result,
 // ended the sandbox, not the infrastructure.
 func (s *localSandbox) diedOfOOM() string {
 	if s.oomDeath == "" {
-		if n := s.cg.counters().oomKills; n > s.oomSeen {
+		if n := s.cg.counters().oomKills; n > s.seen.oomKills {
 			s.oomDeath = fmt.Sprintf("memory limit of %d bytes hit: the sandbox's init was OOM-killed (%d OOM kills), so the sandbox is gone (files in the workspace and /tmp count against the limit)",
-				s.spec.Limits.MemoryBytes, n-s.oomSeen)
+				s.spec.Limits.MemoryBytes, n-s.seen.oomKills)
 		}
 	}
 	return s.oomDeath
@@ -623,16 +624,24 @@ func (s *localSandbox) Close() error {
 	for _, l := range ls {
 		l.Close()
 	}
-	s.killHolder() // a running Exec sees the socket end and returns
+	// The holder dies while the host's workspace mount and folder go: a
+	// running Exec sees the socket end and returns first.
+	killed := make(chan struct{})
+	go func() {
+		s.killHolder()
+		close(killed)
+	}()
 	s.execMu.Lock()
 	defer s.execMu.Unlock()
 	if s.ctl != nil {
 		s.ctl.Close()
 	}
-	// The workspace mount goes first: its pages are charged to the cgroup.
+	// The workspace mount goes before the cgroups: its pages are charged to
+	// them.
 	if err := capfs.RemoveAll(s.dir); err != nil {
 		errs = append(errs, fmt.Errorf("sandbox: local: remove %s: %w", s.dir, err))
 	}
+	<-killed // a cgroup cannot be removed while a process is in it
 	if err := s.cg.remove(); err != nil {
 		errs = append(errs, err)
 	}
