@@ -16,9 +16,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// initEnv marks a process started by the backend as a sandbox's init (the
-// holder). The holder is the same binary as the host (/proc/self/exe), so
-// every binary that links this package can act as one.
+// initEnv marks a process started by the backend as its spawner or a
+// sandbox's init (the holder): legorl-sandbox-init, or the host's own binary
+// (/proc/self/exe), so every binary that links this package can act as one.
 const initEnv = "LEGORL_SANDBOX_INIT"
 
 // ctlFD is the holder's end of the control socket; the O_PATH descriptors of

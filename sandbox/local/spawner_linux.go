@@ -38,9 +38,10 @@ type spawner struct {
 	done chan struct{} // closed when the spawner exits
 }
 
-// startSpawner starts the helper from a goroutine locked to its thread for
-// the helper's whole life: the parent-death signal fires when the thread
-// that started a child exits, not the process.
+// startSpawner starts the helper self from a goroutine locked to its
+// thread for the helper's whole life: the parent-death signal fires when
+// the thread that started a child exits, not the process. The helper must
+// greet the host with this package's initVersion within helloTimeout.
 func startSpawner(self string) (*spawner, error) {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -71,9 +72,45 @@ func startSpawner(self string) (*spawner, error) {
 	}()
 	if err := <-started; err != nil {
 		sp.file.Close()
-		return nil, fmt.Errorf("start the spawner: %w", err)
+		return nil, fmt.Errorf("start the spawner %s: %w", self, err)
+	}
+	if err := sp.hello(); err != nil {
+		sp.close()
+		return nil, fmt.Errorf("spawner %s: %w", self, err)
 	}
 	return sp, nil
+}
+
+// helloTimeout bounds the wait for a new spawner's greeting.
+const helloTimeout = 10 * time.Second
+
+// errInitVersion: the init binary was built from other init source.
+var errInitVersion = errors.New("init of another version")
+
+// hello waits for the spawner's greeting and checks its version.
+func (sp *spawner) hello() error {
+	for {
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(sp.fd), Events: unix.POLLIN}}, int(helloTimeout.Milliseconds()))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("%w: no greeting within %s", errInitVersion, helloTimeout)
+		}
+		break
+	}
+	m, fds, err := recv(sp.fd)
+	closeAll(fds)
+	if err != nil {
+		return err
+	}
+	if m.Op != "hello" || m.Version != initVersion {
+		return fmt.Errorf("%w: %q %q, want hello %q", errInitVersion, m.Op, m.Version, initVersion)
+	}
+	return nil
 }
 
 // spawn starts a holder mapped to uid, handing it files (the control
@@ -106,6 +143,9 @@ func (sp *spawner) close() {
 // spawnerMain serves spawn requests until the host goes away. It runs on
 // the thread locked in Init, so the holders' parent-death signal stays armed.
 func spawnerMain() error {
+	if err := send(ctlFD, &message{Op: "hello", Version: initVersion}); err != nil {
+		return err
+	}
 	for {
 		m, fds, err := recv(ctlFD)
 		if errors.Is(err, errPeerClosed) {
@@ -183,18 +223,39 @@ func (b *Backend) spawner() (*spawner, error) {
 	default:
 	}
 	if b.sp == nil {
-		self := b.opts.InitPath
-		if self == "" {
-			self = "/proc/self/exe"
+		var errs []error
+		for _, self := range initCandidates(b.opts.InitPath) {
+			sp, err := startSpawner(self)
+			if err == nil {
+				b.sp = sp
+				break
+			}
+			errs = append(errs, err)
 		}
-		sp, err := startSpawner(self)
-		if err != nil {
+		if b.sp == nil {
 			b.mu.Unlock()
-			return nil, err
+			return nil, errors.Join(errs...)
 		}
-		b.sp = sp
 	}
 	return b.sp, nil
+}
+
+// initCandidates lists the binaries to start the spawner (and so every
+// holder) from, best first: the one Options.InitPath names; else the
+// static init beside the running executable, when there is one, then the
+// executable itself.
+func initCandidates(explicit string) []string {
+	if explicit != "" {
+		return []string{explicit}
+	}
+	var out []string
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), initName)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 && p != exe {
+			out = append(out, p)
+		}
+	}
+	return append(out, "/proc/self/exe")
 }
 
 // spawnerDone releases the spawner after a spawn; failed says the spawner
