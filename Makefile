@@ -112,10 +112,13 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 20s)
 		echo "fuzz $$fn ($$pkg, $(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 100x $$pkg; done
 
-build: $(BIN)/legorl $(BIN)/legorl-agent ## build bin/legorl and the static built-in agent bin/legorl-agent
+build: $(BIN)/legorl $(BIN)/legorl-agent $(BIN)/legorl-sandbox-init ## build bin/legorl, the static built-in agent bin/legorl-agent and the static sandbox init bin/legorl-sandbox-init
 
 # The agent runs inside sandboxes and images of any libc: build it static.
 $(BIN)/legorl-agent: export CGO_ENABLED=0
+# The local sandbox backend starts every sandbox's init from it: static, it
+# skips the dynamic loader.
+$(BIN)/legorl-sandbox-init: export CGO_ENABLED=0
 
 $(BIN)/%: FORCE
 	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/$*

@@ -1,10 +1,12 @@
 // Package local is the sandbox backend built on Linux namespaces: the
 // embedded default, which starts a sandbox in milliseconds.
 //
-// Each sandbox is a process (the holder, this same binary re-executed, see
-// Init) that is pid 1 of new user, mount, pid, network, uts and ipc
-// namespaces. Its root is mapped to a random unprivileged host uid that owns
-// nothing on the host but the sandbox's workspace copy. It builds a root file
+// Each sandbox is a process (the holder: the small static
+// legorl-sandbox-init beside the running binary when there is one, else
+// this same binary re-executed; see Init and Options.InitPath) that is pid
+// 1 of new user, mount, pid, network, uts and ipc namespaces. Its root is
+// mapped to a random unprivileged host uid that owns nothing on the host
+// but the sandbox's workspace copy. It builds a root file
 // system from read-only binds of the host's system folders (/usr, /bin, /lib,
 // /etc with secrets masked), the workspace (a tmpfs of Limits.DiskBytes
 // mounted on a host folder, which the host reads), a private size-capped
@@ -33,11 +35,20 @@ type Options struct {
 	// NoSeccomp runs without the seccomp filter. Defaults to false.
 	NoSeccomp bool
 	// Prestart keeps this many sandbox inits started, their namespaces and
-	// root file system built, so that Create only adds the workspace and the
-	// limits. Each one waiting is an idle process. Defaults to 0.
+	// root file system built, their workspace mount and cgroups made with
+	// the default limits, so that Create only copies the workspace in and
+	// seals the sandbox. The first Create starts them; each one waiting is
+	// an idle process, an empty tmpfs and three empty cgroups. Defaults to
+	// 2 when 0; see NoPrestart.
 	Prestart int
-	// InitPath is the binary re-executed as the sandbox init; it must link
-	// this package. Defaults to /proc/self/exe.
+	// NoPrestart starts each sandbox's init in Create, and none ahead
+	// (as does a negative Prestart). Defaults to false.
+	NoPrestart bool
+	// InitPath is the binary started as the backend's helper and every
+	// sandbox's init; it must link this package and greet the host with
+	// the same init version. Defaults to legorl-sandbox-init beside the
+	// running executable (make build puts one beside bin/legorl) when it
+	// is there and greets the host so, else /proc/self/exe.
 	InitPath string
 	// Metrics, when not nil, counts sandboxes and commands in Prometheus
 	// metrics (sandbox.NewMetrics), labelled backend="local". Defaults to
@@ -56,6 +67,7 @@ type Backend struct {
 
 	gcOnce       sync.Once // removes what dead host processes left
 	prestartOnce sync.Once
+	prestarting  sync.WaitGroup // the prestart goroutine, which Close waits for
 	stopOnce     sync.Once
 	stop         chan struct{}    // closed by Close: prestarting ends
 	pool         chan *holderProc // prestarted holders
@@ -63,9 +75,20 @@ type Backend struct {
 
 var _ sandbox.Backend = (*Backend)(nil)
 
+// defaultPrestart is Options.Prestart's default: one init for the next
+// Create and one for the Create after it, which covers sandboxes that
+// arrive a few milliseconds apart without holding many idle processes.
+const defaultPrestart = 2
+
 // New returns a local backend.
 func New(opts Options) *Backend {
-	return &Backend{opts: opts, stop: make(chan struct{}), pool: make(chan *holderProc, max(opts.Prestart, 0))}
+	switch {
+	case opts.NoPrestart || opts.Prestart < 0:
+		opts.Prestart = 0
+	case opts.Prestart == 0:
+		opts.Prestart = defaultPrestart
+	}
+	return &Backend{opts: opts, stop: make(chan struct{}), pool: make(chan *holderProc, opts.Prestart)}
 }
 
 // Name returns "local".

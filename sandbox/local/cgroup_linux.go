@@ -24,13 +24,21 @@ const cgroupRoot = "/sys/fs/cgroup"
 type cgroup struct {
 	v2   bool
 	dirs map[string]string // controller ("memory", "pids", "cpu"; "" for v2) -> folder
+	lim  cgroupLimits      // as last written
+}
+
+// cgroupLimits are the limits a cgroup enforces.
+type cgroupLimits struct {
+	memory int64
+	pids   int
+	cpus   float64
 }
 
 // cgroupCounters are the events that turn an exec into resource_limit.
 type cgroupCounters struct{ oomKills, pidsMax uint64 }
 
 // newCgroup creates the groups named name and writes the limits.
-func newCgroup(name string, memory int64, pids int, cpus float64) (*cgroup, error) {
+func newCgroup(name string, lim cgroupLimits) (*cgroup, error) {
 	own, err := ownCgroups()
 	if err != nil {
 		return nil, err
@@ -54,54 +62,93 @@ func newCgroup(name string, memory int64, pids int, cpus float64) (*cgroup, erro
 				return nil, fmt.Errorf("cgroup v2: controller %s not enabled in %s", want, parent)
 			}
 		}
-		quota := strconv.FormatInt(int64(cpus*100000), 10)
-		err := writeAll(dir, [][2]string{
-			{"memory.max", strconv.FormatInt(memory, 10)},
-			{"memory.swap.max", "0"},
-			{"pids.max", strconv.Itoa(pids)},
-			{"cpu.max", quota + " 100000"},
-		})
-		if err != nil {
+		if err := writeAll(dir, [][2]string{{"memory.swap.max", "0"}}); err != nil {
 			c.remove()
 			return nil, err
 		}
-		return c, nil
-	}
-	for _, ctl := range []string{"memory", "pids", "cpu"} {
-		path, ok := own[ctl]
-		if !ok {
+	} else {
+		for _, ctl := range []string{"memory", "pids", "cpu"} {
+			path, ok := own[ctl]
+			if !ok {
+				c.remove()
+				return nil, fmt.Errorf("cgroup v1: no %s hierarchy in /proc/self/cgroup", ctl)
+			}
+			dir := filepath.Join(cgroupRoot, ctl, path, name)
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				c.remove()
+				return nil, fmt.Errorf("cgroup: %w", err)
+			}
+			c.dirs[ctl] = dir
+		}
+		if err := writeAll(c.dirs["cpu"], [][2]string{{"cpu.cfs_period_us", "100000"}}); err != nil {
 			c.remove()
-			return nil, fmt.Errorf("cgroup v1: no %s hierarchy in /proc/self/cgroup", ctl)
-		}
-		dir := filepath.Join(cgroupRoot, ctl, path, name)
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			c.remove()
-			return nil, fmt.Errorf("cgroup: %w", err)
-		}
-		c.dirs[ctl] = dir
-	}
-	mem := strconv.FormatInt(memory, 10)
-	err = writeAll(c.dirs["memory"], [][2]string{{"memory.limit_in_bytes", mem}})
-	if err == nil {
-		// Memory plus swap, where the kernel accounts swap: no swapping out of the limit.
-		if _, serr := os.Stat(filepath.Join(c.dirs["memory"], "memory.memsw.limit_in_bytes")); serr == nil {
-			err = writeAll(c.dirs["memory"], [][2]string{{"memory.memsw.limit_in_bytes", mem}})
+			return nil, err
 		}
 	}
-	if err == nil {
-		err = writeAll(c.dirs["pids"], [][2]string{{"pids.max", strconv.Itoa(pids)}})
-	}
-	if err == nil {
-		err = writeAll(c.dirs["cpu"], [][2]string{
-			{"cpu.cfs_period_us", "100000"},
-			{"cpu.cfs_quota_us", strconv.FormatInt(int64(cpus*100000), 10)},
-		})
-	}
-	if err != nil {
+	if err := c.setLimits(lim); err != nil {
 		c.remove()
 		return nil, err
 	}
 	return c, nil
+}
+
+// setLimits writes the limits that differ from those last written: a
+// cgroup made ahead of need, with the default limits, usually needs no
+// write at all.
+func (c *cgroup) setLimits(lim cgroupLimits) error {
+	var mem, pids, cpu [][2]string
+	if lim.memory != c.lim.memory {
+		m := strconv.FormatInt(lim.memory, 10)
+		if c.v2 {
+			mem = [][2]string{{"memory.max", m}}
+		} else {
+			// Memory plus swap, where the kernel accounts swap: no swapping
+			// out of the limit. It may never be below the memory limit, so
+			// when the limit grows it is raised first, else lowered after.
+			memsw := [][2]string{}
+			if _, err := os.Stat(filepath.Join(c.dirs["memory"], "memory.memsw.limit_in_bytes")); err == nil {
+				memsw = [][2]string{{"memory.memsw.limit_in_bytes", m}}
+			}
+			mem = [][2]string{{"memory.limit_in_bytes", m}}
+			if c.lim.memory != 0 && lim.memory > c.lim.memory {
+				mem = append(memsw, mem...)
+			} else {
+				mem = append(mem, memsw...)
+			}
+		}
+	}
+	if lim.pids != c.lim.pids {
+		pids = [][2]string{{"pids.max", strconv.Itoa(lim.pids)}}
+	}
+	if lim.cpus != c.lim.cpus {
+		quota := strconv.FormatInt(int64(lim.cpus*100000), 10)
+		if c.v2 {
+			cpu = [][2]string{{"cpu.max", quota + " 100000"}}
+		} else {
+			cpu = [][2]string{{"cpu.cfs_quota_us", quota}}
+		}
+	}
+	for _, w := range []struct {
+		ctl string
+		kv  [][2]string
+	}{{"memory", mem}, {"pids", pids}, {"cpu", cpu}} {
+		if len(w.kv) == 0 {
+			continue
+		}
+		if err := writeAll(c.dir(w.ctl), w.kv); err != nil {
+			return err
+		}
+	}
+	c.lim = lim
+	return nil
+}
+
+// dir is the folder of a controller's group.
+func (c *cgroup) dir(ctl string) string {
+	if c.v2 {
+		return c.dirs[""]
+	}
+	return c.dirs[ctl]
 }
 
 func writeAll(dir string, kv [][2]string) error {

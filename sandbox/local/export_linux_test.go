@@ -18,3 +18,9 @@ func CgroupDirs(s sandbox.Sandbox) []string {
 	}
 	return out
 }
+
+// InitVersion is the version the spawner greets the host with.
+const InitVersion = initVersion
+
+// InitCandidates lists the binaries tried as the init.
+func InitCandidates(explicit string) []string { return initCandidates(explicit) }

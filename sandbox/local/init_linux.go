@@ -16,9 +16,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// initEnv marks a process started by the backend as a sandbox's init (the
-// holder). The holder is the same binary as the host (/proc/self/exe), so
-// every binary that links this package can act as one.
+// initEnv marks a process started by the backend as its spawner or a
+// sandbox's init (the holder): legorl-sandbox-init, or the host's own binary
+// (/proc/self/exe), so every binary that links this package can act as one.
 const initEnv = "LEGORL_SANDBOX_INIT"
 
 // ctlFD is the holder's end of the control socket; the O_PATH descriptors of
@@ -369,94 +369,102 @@ func dropPrivileges(cfg *setupConfig) error {
 }
 
 // serve runs the host's commands one at a time until the host goes away.
+// Everything happens on this one thread, waiting in poll(2) on the control
+// socket and the running command's pidfd: no goroutine hands a message or
+// an exit to another, so an exec costs the holder no thread switches.
 func serve(cfg *setupConfig) error {
-	type in struct {
-		m   *message
-		fds []int
-		err error
-	}
-	msgs := make(chan in)
-	go func() {
-		for {
-			m, fds, err := recv(ctlFD)
-			msgs <- in{m, fds, err}
-			if err != nil {
-				return
-			}
-		}
-	}()
 	for {
-		r := <-msgs
-		if r.err != nil {
-			if errors.Is(r.err, errPeerClosed) {
-				return nil
-			}
-			return r.err
+		m, fds, err := recv(ctlFD)
+		if errors.Is(err, errPeerClosed) {
+			return nil
 		}
-		switch r.m.Op {
+		if err != nil {
+			return err
+		}
+		switch m.Op {
 		case "kill":
-			closeAll(r.fds) // nothing is running
+			closeAll(fds) // nothing is running
 		case "exec":
-			if len(r.fds) != 3 {
-				closeAll(r.fds)
-				return fmt.Errorf("protocol: exec with %d descriptors, want 3", len(r.fds))
+			if len(fds) != 3 {
+				closeAll(fds)
+				return fmt.Errorf("protocol: exec with %d descriptors, want 3", len(fds))
 			}
-			done := make(chan *message, 1)
-			pid, notFound, err := startCommand(r.m, r.fds)
-			closeAll(r.fds)
+			pid, pidfd, notFound, err := startCommand(m, fds)
+			closeAll(fds)
 			if err != nil {
 				if err := send(ctlFD, &message{Op: "exited", Error: err.Error(), NotFound: notFound}); err != nil {
 					return err
 				}
 				continue
 			}
-			go func() { done <- reap(pid) }()
-			var exit *message
-			for exit == nil {
-				select {
-				case exit = <-done:
-				case k := <-msgs:
-					if k.err != nil {
-						unix.Kill(-1, unix.SIGKILL)
-						return nil
-					}
-					closeAll(k.fds)
-					if k.m.Op == "kill" {
-						unix.Kill(-1, unix.SIGKILL)
-					}
-				}
+			if hostGone := await(pidfd); hostGone {
+				unix.Kill(-1, unix.SIGKILL)
+				return nil
 			}
+			exit := reap(pid)
 			exit.TmpFull = tmpFull()
 			if err := send(ctlFD, exit); err != nil {
 				return err
 			}
 		default:
-			closeAll(r.fds)
-			return fmt.Errorf("protocol: unknown op %q", r.m.Op)
+			closeAll(fds)
+			return fmt.Errorf("protocol: unknown op %q", m.Op)
 		}
 	}
 }
 
-// startCommand forks the command in a new session (no controlling terminal).
-func startCommand(m *message, fds []int) (pid int, notFound bool, err error) {
+// await waits for the command of pidfd to exit, meanwhile killing every
+// process of the sandbox when the host asks; it says whether the host went
+// away instead (or broke the protocol). It closes pidfd.
+func await(pidfd int) (hostGone bool) {
+	defer unix.Close(pidfd)
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}, {Fd: ctlFD, Events: unix.POLLIN}}
+	for {
+		fds[0].Revents, fds[1].Revents = 0, 0
+		if _, err := unix.Poll(fds, -1); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			return true
+		}
+		if fds[0].Revents != 0 {
+			return false
+		}
+		if fds[1].Revents != 0 {
+			k, kfds, err := recv(ctlFD)
+			closeAll(kfds)
+			if err != nil {
+				return true
+			}
+			if k.Op == "kill" {
+				unix.Kill(-1, unix.SIGKILL)
+			}
+		}
+	}
+}
+
+// startCommand forks the command in a new session (no controlling
+// terminal); it returns its pid and a pidfd for it.
+func startCommand(m *message, fds []int) (pid, pidfd int, notFound bool, err error) {
 	if len(m.Args) == 0 {
-		return 0, false, errors.New("no command")
+		return 0, -1, false, errors.New("no command")
 	}
 	path, err := lookPath(m.Args[0], m.Env)
 	if err != nil {
-		return 0, true, err
+		return 0, -1, true, err
 	}
+	pidfd = -1
 	attr := &syscall.ProcAttr{
 		Dir:   m.Dir,
 		Env:   m.Env,
 		Files: []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])},
-		Sys:   &syscall.SysProcAttr{Setsid: true},
+		Sys:   &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd},
 	}
 	pid, err = syscall.ForkExec(path, m.Args, attr)
 	if err != nil {
-		return 0, errors.Is(err, unix.ENOENT), fmt.Errorf("%s: %w", m.Args[0], err)
+		return 0, -1, errors.Is(err, unix.ENOENT), fmt.Errorf("%s: %w", m.Args[0], err)
 	}
-	return pid, false, nil
+	return pid, pidfd, false, nil
 }
 
 // lookPath finds a program in the PATH of env, as execvp would.

@@ -4,6 +4,7 @@ package local_test
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"runtime"
 	"slices"
@@ -45,13 +46,21 @@ func reportPercentiles(b *testing.B, ds []time.Duration, cpu0 time.Duration) {
 	b.ReportMetric(p(0.99), "p99-ms")
 }
 
-func benchSandbox(b *testing.B, opts local.Options, spec sandbox.Spec) {
+// benchSandbox times sandbox lives gap apart. The gap (the time between
+// rollouts, for prestarted inits to be made) is not timed, but the CPU
+// spent in it is counted: cpu-ms/op is the whole process tree's.
+func benchSandbox(b *testing.B, opts local.Options, spec sandbox.Spec, gap time.Duration) {
 	be := local.New(opts)
 	ctx := context.Background()
 	ds := make([]time.Duration, 0, b.N)
 	cpu0 := cpuTime()
 	b.ResetTimer()
 	for b.Loop() {
+		if gap > 0 {
+			b.StopTimer()
+			time.Sleep(gap)
+			b.StartTimer()
+		}
 		start := time.Now()
 		sb, err := be.Create(ctx, spec)
 		if err != nil {
@@ -70,49 +79,37 @@ func benchSandbox(b *testing.B, opts local.Options, spec sandbox.Spec) {
 	reportPercentiles(b, ds, cpu0)
 }
 
-// BenchmarkLocal is the full sandbox: cgroups and seccomp, a small workspace.
+// arrivalGap is the time between sandboxes in the benchmarks of the
+// default options, which prestart inits: rollouts arrive apart, not back
+// to back.
+const arrivalGap = 20 * time.Millisecond
+
+// BenchmarkLocal is the full sandbox with the default options (cgroups,
+// seccomp, prestarted inits), a small workspace, sandboxes arrivalGap apart.
 func BenchmarkLocal(b *testing.B) {
-	benchSandbox(b, local.Options{}, sandbox.Spec{Workspace: sandboxtest.Workspace(b)})
+	benchSandbox(b, local.Options{}, sandbox.Spec{Workspace: sandboxtest.Workspace(b)}, arrivalGap)
 }
 
-// BenchmarkLocalPrestart takes inits started ahead (Options.Prestart); the
-// loop leaves 20 ms between sandboxes, for the next to be prepared, the way
-// rollouts arrive rather than back to back. The pause is not timed.
-func BenchmarkLocalPrestart(b *testing.B) {
-	be := local.New(local.Options{Prestart: 2})
-	spec := sandbox.Spec{Workspace: sandboxtest.Workspace(b)}
-	ctx := context.Background()
-	ds := make([]time.Duration, 0, b.N)
-	cpu0 := cpuTime()
-	for b.Loop() {
-		b.StopTimer()
-		time.Sleep(20 * time.Millisecond)
-		b.StartTimer()
-		start := time.Now()
-		sb, err := be.Create(ctx, spec)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if res, err := sb.Exec(ctx, sandbox.Cmd{Args: []string{"true"}}); err != nil || res.ExitCode != 0 {
-			b.Fatalf("exec: %v %+v", err, res)
-		}
-		if err := sb.Close(); err != nil {
-			b.Fatal(err)
-		}
-		ds = append(ds, time.Since(start))
-	}
-	be.Close()
-	reportPercentiles(b, ds, cpu0)
+// BenchmarkLocalBackToBack is BenchmarkLocal with no gap: sandboxes come
+// faster than inits are prestarted, and Create often starts its own.
+func BenchmarkLocalBackToBack(b *testing.B) {
+	benchSandbox(b, local.Options{}, sandbox.Spec{Workspace: sandboxtest.Workspace(b)}, 0)
+}
+
+// BenchmarkLocalNoPrestart starts each sandbox's init in Create (the
+// default before issue 18), back to back.
+func BenchmarkLocalNoPrestart(b *testing.B) {
+	benchSandbox(b, local.Options{NoPrestart: true}, sandbox.Spec{Workspace: sandboxtest.Workspace(b)}, 0)
 }
 
 // BenchmarkLocalNoCgroups shows what the cgroups cost.
 func BenchmarkLocalNoCgroups(b *testing.B) {
-	benchSandbox(b, local.Options{NoCgroups: true}, sandbox.Spec{Workspace: sandboxtest.Workspace(b)})
+	benchSandbox(b, local.Options{NoCgroups: true}, sandbox.Spec{Workspace: sandboxtest.Workspace(b)}, arrivalGap)
 }
 
 // BenchmarkExecOnly times Exec of `true` in a sandbox that already exists.
 func BenchmarkExecOnly(b *testing.B) {
-	be := local.New(local.Options{})
+	be := local.New(local.Options{NoPrestart: true}) // one sandbox: nothing to prestart
 	sb, err := be.Create(context.Background(), sandbox.Spec{})
 	if err != nil {
 		b.Fatal(err)
@@ -156,14 +153,25 @@ func BenchmarkAnchorBubblewrap(b *testing.B) {
 	benchCommand(b, "bwrap", "--unshare-all", "--ro-bind", "/", "/", "true")
 }
 
-// BenchmarkLocalBigHost is BenchmarkLocal from a host process holding 2 GiB:
-// starting a process in a new user namespace copies the parent's page
-// tables (no vfork), so a big host makes sandboxes slower to create.
+// BenchmarkLocalBigHost is BenchmarkLocalNoPrestart from a host process
+// holding 2 GiB: starting a process in a new user namespace copies the
+// parent's page tables (no vfork), which the spawner keeps small.
 func BenchmarkLocalBigHost(b *testing.B) {
 	ballast := make([]byte, 2<<30)
 	for i := 0; i < len(ballast); i += 4096 {
 		ballast[i] = 1
 	}
-	benchSandbox(b, local.Options{}, sandbox.Spec{Workspace: sandboxtest.Workspace(b)})
+	benchSandbox(b, local.Options{NoPrestart: true}, sandbox.Spec{Workspace: sandboxtest.Workspace(b)}, 0)
 	runtime.KeepAlive(ballast)
+}
+
+// BenchmarkLocalInit is BenchmarkLocalNoPrestart with the init binary that
+// LEGORL_BENCH_INIT names (Options.InitPath; skipped when unset), such as
+// a static legorl-sandbox-init or bin/legorl: what each init costs.
+func BenchmarkLocalInit(b *testing.B) {
+	path := os.Getenv("LEGORL_BENCH_INIT")
+	if path == "" {
+		b.Skip("LEGORL_BENCH_INIT names no init binary")
+	}
+	benchSandbox(b, local.Options{NoPrestart: true, InitPath: path}, sandbox.Spec{Workspace: sandboxtest.Workspace(b)}, 0)
 }

@@ -54,42 +54,32 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec) (_ *localSandbo
 		return nil, err
 	}
 	b.gcOnce.Do(func() { collectOrphans(b.opts.Dir) })
-	dir, err := os.MkdirTemp(b.opts.Dir, namePrefix+strconv.Itoa(os.Getpid())+"-")
-	if err != nil {
-		return nil, setupErr("folder", err)
-	}
-	s := &localSandbox{spec: spec, dir: dir, ws: filepath.Join(dir, "workspace"), pidfd: -1}
-	defer func() {
-		if err != nil {
-			s.Close()
-		}
-	}()
 	// A prestarted holder, or a new one that builds its root while the
 	// workspace is copied.
 	h, err := b.takeHolder()
 	if err != nil {
 		return nil, setupErr("init", err)
 	}
-	s.uid, s.holderPid, s.pidfd, s.ctl, s.ctlFD = h.uid, h.pid, h.pidfd, h.ctl, h.ctlFD
-	// The workspace is a tmpfs of Limits.DiskBytes on the host, filled
-	// here and shown inside by a bind mount.
-	if err := os.Mkdir(s.ws, 0o755); err != nil {
-		return nil, setupErr("workspace", err)
-	}
-	if err := capfs.Mount(s.ws, spec.Limits.DiskBytes, s.uid, s.uid); err != nil {
-		return nil, setupErr("workspace", err)
+	s := &localSandbox{spec: spec, uid: h.uid, dir: h.dir, ws: h.ws, cg: h.cg,
+		holderPid: h.pid, pidfd: h.pidfd, ctl: h.ctl, ctlFD: h.ctlFD}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	// The holder came with the default limits; the spec may ask for others.
+	if spec.Limits.DiskBytes != h.disk {
+		if err := capfs.Resize(s.ws, spec.Limits.DiskBytes); err != nil {
+			return nil, setupErr("workspace", err)
+		}
 	}
 	if spec.Workspace != "" {
 		if err := copyTree(spec.Workspace, s.ws, s.uid, s.uid); err != nil {
 			return nil, setupErr("workspace", fmt.Errorf("copy %s into a %d-byte workspace: %w", spec.Workspace, spec.Limits.DiskBytes, err))
 		}
 	}
-	if !b.opts.NoCgroups {
-		s.cg, err = newCgroup(filepath.Base(dir), spec.Limits.MemoryBytes, spec.Limits.Pids, spec.Limits.CPUs)
-		if err != nil {
-			return nil, setupErr("cgroups", err)
-		}
-		if err := s.cg.add(s.holderPid); err != nil {
+	if s.cg != nil {
+		if err := s.cg.setLimits(cgroupLimits{spec.Limits.MemoryBytes, spec.Limits.Pids, spec.Limits.CPUs}); err != nil {
 			return nil, setupErr("cgroups", err)
 		}
 	}
@@ -168,9 +158,10 @@ type localSandbox struct {
 	ctlFD     int
 
 	execMu sync.Mutex // one Exec at a time
-	// Guarded by execMu: OOM kills counted when the last Exec ended
-	// normally, and why the holder died if the memory limit killed it.
-	oomSeen  uint64
+	// Guarded by execMu: the cgroup's event counts when the last Exec
+	// ended normally (zero in a fresh cgroup, so the first Exec reads them
+	// only once), and why the holder died if the memory limit killed it.
+	seen     cgroupCounters
 	oomDeath string
 
 	mu        sync.Mutex
@@ -276,7 +267,7 @@ func (s *localSandbox) exec(ctx context.Context, c sandbox.Cmd) (sandbox.Result,
 	env = append(env, c.Env...)
 
 	start := time.Now()
-	before := s.cg.counters()
+	before := s.seen
 	stdin, err := s.stdin(c.Stdin)
 	if err != nil {
 		return sandbox.Result{}, err
@@ -345,7 +336,7 @@ func (s *localSandbox) exec(ctx context.Context, c sandbox.Cmd) (sandbox.Result,
 		<-drained
 	}
 	after := s.cg.counters()
-	s.oomSeen = after.oomKills
+	s.seen = after
 	res := sandbox.Result{
 		Outcome:         sandbox.OutcomeCompleted,
 		Duration:        time.Since(start),
@@ -410,9 +401,9 @@ func (s *localSandbox) exec(ctx context.Context, c sandbox.Cmd) (sandbox.Result,
 // ended the sandbox, not the infrastructure.
 func (s *localSandbox) diedOfOOM() string {
 	if s.oomDeath == "" {
-		if n := s.cg.counters().oomKills; n > s.oomSeen {
+		if n := s.cg.counters().oomKills; n > s.seen.oomKills {
 			s.oomDeath = fmt.Sprintf("memory limit of %d bytes hit: the sandbox's init was OOM-killed (%d OOM kills), so the sandbox is gone (files in the workspace and /tmp count against the limit)",
-				s.spec.Limits.MemoryBytes, n-s.oomSeen)
+				s.spec.Limits.MemoryBytes, n-s.seen.oomKills)
 		}
 	}
 	return s.oomDeath
@@ -612,16 +603,7 @@ func (s *localSandbox) killHolder() {
 	if s.pidfd < 0 {
 		return
 	}
-	unix.PidfdSendSignal(s.pidfd, unix.SIGKILL, nil, 0)
-	// The pidfd turns readable when the holder has exited, which for pid 1
-	// of a namespace is after every other process in it.
-	for {
-		_, err := unix.Poll([]unix.PollFd{{Fd: int32(s.pidfd), Events: unix.POLLIN}}, -1)
-		if err != unix.EINTR {
-			break
-		}
-	}
-	unix.Close(s.pidfd)
+	killAndWait(s.pidfd)
 	s.pidfd = -1
 }
 
@@ -642,16 +624,24 @@ func (s *localSandbox) Close() error {
 	for _, l := range ls {
 		l.Close()
 	}
-	s.killHolder() // a running Exec sees the socket end and returns
+	// The holder dies while the host's workspace mount and folder go: a
+	// running Exec sees the socket end and returns first.
+	killed := make(chan struct{})
+	go func() {
+		s.killHolder()
+		close(killed)
+	}()
 	s.execMu.Lock()
 	defer s.execMu.Unlock()
 	if s.ctl != nil {
 		s.ctl.Close()
 	}
-	// The workspace mount goes first: its pages are charged to the cgroup.
+	// The workspace mount goes before the cgroups: its pages are charged to
+	// them.
 	if err := capfs.RemoveAll(s.dir); err != nil {
 		errs = append(errs, fmt.Errorf("sandbox: local: remove %s: %w", s.dir, err))
 	}
+	<-killed // a cgroup cannot be removed while a process is in it
 	if err := s.cg.remove(); err != nil {
 		errs = append(errs, err)
 	}

@@ -300,16 +300,35 @@ func TestExecTooBig(t *testing.T) {
 	}
 }
 
-// TestBackendClose: Close ends prestarted inits; Create fails afterwards.
+// TestBackendClose: Close ends prestarted inits and removes their folders
+// (workspace mounts) and cgroups; Create fails afterwards.
 func TestBackendClose(t *testing.T) {
-	b := local.New(local.Options{Prestart: 2})
+	dir := t.TempDir()
+	b := local.New(local.Options{Prestart: 2, Dir: dir})
 	sb, err := b.Create(context.Background(), sandbox.Spec{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	cgs := local.CgroupDirs(sb)
 	sb.Close()
-	time.Sleep(200 * time.Millisecond) // let the pool fill
-	b.Close()
+	time.Sleep(500 * time.Millisecond) // let the pool fill
+	if entries, _ := os.ReadDir(dir); len(entries) < 2 {
+		t.Fatalf("%d prestarted folders in %s before Close, want 2", len(entries), dir)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+		t.Errorf("%d folders left in %s after Close", len(entries), dir)
+	}
+	if m := mountsUnder(t, dir); len(m) > 0 {
+		t.Errorf("mounts left: %v", m)
+	}
+	for _, cg := range cgs {
+		if m, _ := filepath.Glob(filepath.Join(filepath.Dir(cg), "legorl-sandbox-"+strconv.Itoa(os.Getpid())+"-*")); len(m) > 0 {
+			t.Errorf("cgroups left: %v", m)
+		}
+	}
 	if _, err := b.Create(context.Background(), sandbox.Spec{}); !errors.Is(err, sandbox.ErrClosed) {
 		t.Fatalf("create after close: %v, want ErrClosed", err)
 	}
@@ -377,16 +396,19 @@ func mountsUnder(t *testing.T, dir string) []string {
 	return out
 }
 
-// TestOrphansCollected: the folder, workspace mount and cgroups of a
-// sandbox whose host process was killed are removed by the next backend.
+// TestOrphansCollected: the folders, workspace mounts and cgroups of a
+// sandbox and of the prestarted inits of a host process that was killed
+// are removed by the next backend.
 func TestOrphansCollected(t *testing.T) {
 	if os.Getenv("LEGORL_TEST_ORPHAN") == "1" {
-		// The child: make a sandbox, print its folder, and die unclosed.
+		// The child: make a sandbox, let the prestarted inits be made,
+		// print the sandbox's folder and cgroups, and die unclosed.
 		sb, err := local.New(local.Options{}).Create(context.Background(), sandbox.Spec{})
 		if err != nil {
 			fmt.Println("error", err)
 			os.Exit(1)
 		}
+		time.Sleep(2 * time.Second)
 		fmt.Println("dir", local.SandboxDir(sb), strings.Join(local.CgroupDirs(sb), " "))
 		os.Stdout.Sync()
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
@@ -403,6 +425,23 @@ func TestOrphansCollected(t *testing.T) {
 	if len(paths) < 2 {
 		t.Fatalf("child output %q", out)
 	}
+	// Everything the child named: the sandbox's and the prestarted inits'.
+	var globs []string
+	prefix := "legorl-sandbox-" + strconv.Itoa(cmd.Process.Pid) + "-*"
+	for _, p := range paths {
+		globs = append(globs, filepath.Join(filepath.Dir(p), prefix))
+	}
+	left := func() []string {
+		var out []string
+		for _, g := range globs {
+			m, _ := filepath.Glob(g)
+			out = append(out, m...)
+		}
+		return out
+	}
+	if got, want := len(left()), (1+2)*len(paths); got < want {
+		t.Fatalf("the killed child left %v, want at least %d folders and cgroups (its sandbox and 2 prestarted inits)", left(), want)
+	}
 	for _, p := range paths {
 		if _, err := os.Stat(p); err != nil {
 			t.Fatalf("the killed child left no %s to collect: %v", p, err)
@@ -411,26 +450,23 @@ func TestOrphansCollected(t *testing.T) {
 	if m := mountsUnder(t, paths[0]); len(m) != 1 {
 		t.Fatalf("the killed child left mounts %v, want its workspace", m)
 	}
-	// Its sandbox processes die with it; its folder and cgroups stay until
+	// Its sandbox processes die with it; its folders and cgroups stay until
 	// a backend collects them.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		sb := newSandbox(t, sandbox.Spec{})
 		sb.Close()
-		left := 0
-		for _, p := range paths {
-			if _, err := os.Stat(p); err == nil {
-				left++
-			}
-		}
-		if left == 0 {
-			if m := mountsUnder(t, paths[0]); len(m) > 0 {
-				t.Fatalf("mounts left: %v", m)
+		l := left()
+		if len(l) == 0 {
+			for _, p := range paths {
+				if m := mountsUnder(t, filepath.Dir(p)); len(m) > 0 && strings.Contains(strings.Join(m, " "), "legorl-sandbox-"+strconv.Itoa(cmd.Process.Pid)+"-") {
+					t.Fatalf("mounts left: %v", m)
+				}
 			}
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %v left", left, paths)
+			t.Fatalf("%v left", l)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

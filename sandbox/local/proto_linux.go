@@ -35,6 +35,9 @@ type message struct {
 	UID int `json:"uid,omitempty"`
 	Pid int `json:"pid,omitempty"`
 
+	// op "hello" (spawner -> host, first): the init's version.
+	Version string `json:"version,omitempty"`
+
 	// op "kill" (host -> holder): kill every process of the running exec.
 
 	// op "ready" (holder -> host): answer to setup; Error set when it failed.

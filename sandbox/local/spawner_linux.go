@@ -7,13 +7,16 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"strconv"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/legorl/legorl/sandbox"
+	"github.com/legorl/legorl/sandbox/internal/capfs"
 )
 
 // The spawner is a small helper process (this binary re-executed) that
@@ -35,9 +38,10 @@ type spawner struct {
 	done chan struct{} // closed when the spawner exits
 }
 
-// startSpawner starts the helper from a goroutine locked to its thread for
-// the helper's whole life: the parent-death signal fires when the thread
-// that started a child exits, not the process.
+// startSpawner starts the helper self from a goroutine locked to its
+// thread for the helper's whole life: the parent-death signal fires when
+// the thread that started a child exits, not the process. The helper must
+// greet the host with this package's initVersion within helloTimeout.
 func startSpawner(self string) (*spawner, error) {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -68,9 +72,45 @@ func startSpawner(self string) (*spawner, error) {
 	}()
 	if err := <-started; err != nil {
 		sp.file.Close()
-		return nil, fmt.Errorf("start the spawner: %w", err)
+		return nil, fmt.Errorf("start the spawner %s: %w", self, err)
+	}
+	if err := sp.hello(); err != nil {
+		sp.close()
+		return nil, fmt.Errorf("spawner %s: %w", self, err)
 	}
 	return sp, nil
+}
+
+// helloTimeout bounds the wait for a new spawner's greeting.
+const helloTimeout = 10 * time.Second
+
+// errInitVersion: the init binary was built from other init source.
+var errInitVersion = errors.New("init of another version")
+
+// hello waits for the spawner's greeting and checks its version.
+func (sp *spawner) hello() error {
+	for {
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(sp.fd), Events: unix.POLLIN}}, int(helloTimeout.Milliseconds()))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("%w: no greeting within %s", errInitVersion, helloTimeout)
+		}
+		break
+	}
+	m, fds, err := recv(sp.fd)
+	closeAll(fds)
+	if err != nil {
+		return err
+	}
+	if m.Op != "hello" || m.Version != initVersion {
+		return fmt.Errorf("%w: %q %q, want hello %q", errInitVersion, m.Op, m.Version, initVersion)
+	}
+	return nil
 }
 
 // spawn starts a holder mapped to uid, handing it files (the control
@@ -103,6 +143,9 @@ func (sp *spawner) close() {
 // spawnerMain serves spawn requests until the host goes away. It runs on
 // the thread locked in Init, so the holders' parent-death signal stays armed.
 func spawnerMain() error {
+	if err := send(ctlFD, &message{Op: "hello", Version: initVersion}); err != nil {
+		return err
+	}
 	for {
 		m, fds, err := recv(ctlFD)
 		if errors.Is(err, errPeerClosed) {
@@ -180,18 +223,39 @@ func (b *Backend) spawner() (*spawner, error) {
 	default:
 	}
 	if b.sp == nil {
-		self := b.opts.InitPath
-		if self == "" {
-			self = "/proc/self/exe"
+		var errs []error
+		for _, self := range initCandidates(b.opts.InitPath) {
+			sp, err := startSpawner(self)
+			if err == nil {
+				b.sp = sp
+				break
+			}
+			errs = append(errs, err)
 		}
-		sp, err := startSpawner(self)
-		if err != nil {
+		if b.sp == nil {
 			b.mu.Unlock()
-			return nil, err
+			return nil, errors.Join(errs...)
 		}
-		b.sp = sp
 	}
 	return b.sp, nil
+}
+
+// initCandidates lists the binaries to start the spawner (and so every
+// holder) from, best first: the one Options.InitPath names; else the
+// static init beside the running executable, when there is one, then the
+// executable itself.
+func initCandidates(explicit string) []string {
+	if explicit != "" {
+		return []string{explicit}
+	}
+	var out []string
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), initName)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 && p != exe {
+			out = append(out, p)
+		}
+	}
+	return append(out, "/proc/self/exe")
 }
 
 // spawnerDone releases the spawner after a spawn; failed says the spawner
@@ -205,62 +269,104 @@ func (b *Backend) spawnerDone(failed bool) {
 }
 
 // Close ends the backend's helper process and prestarted inits, and with
-// them every sandbox of the backend still open. Create fails with
-// sandbox.ErrClosed afterwards.
+// them every sandbox of the backend still open, and removes the prestarted
+// inits' folders and cgroups. Create fails with sandbox.ErrClosed
+// afterwards.
 func (b *Backend) Close() error {
 	b.stopOnce.Do(func() { close(b.stop) })
+	// The spawner goes first: its end kills every holder (their
+	// parent-death signal), so a prestart waiting on one returns.
+	b.mu.Lock()
+	if b.sp != nil {
+		b.sp.close()
+		b.sp = nil
+	}
+	b.mu.Unlock()
+	b.prestarting.Wait()
+	var errs []error
 	for {
 		select {
 		case h := <-b.pool:
-			h.kill()
+			errs = append(errs, h.close())
 			continue
 		default:
 		}
 		break
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.sp != nil {
-		b.sp.close()
-		b.sp = nil
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
-// holderProc is a started holder, not yet given a spec.
+// holderProc is a started holder, not yet given a spec, with what the host
+// made for it meanwhile: its folder, the workspace tmpfs mounted in it at
+// the default size, and its cgroups with the default limits, the holder in
+// them.
 type holderProc struct {
 	uid      int
 	pid      int
-	pidfd    int
+	pidfd    int      // -1 until spawned and once reaped
 	ctl      *os.File // host end of the control socket
 	ctlFD    int
-	prepared bool // its root is built
+	dir      string // host folder, named for collectOrphans
+	ws       string // dir/workspace: a tmpfs of disk bytes
+	disk     int64
+	cg       *cgroup // nil with Options.NoCgroups
+	prepared bool    // its root is built
 }
 
-// startHolder starts a holder through the spawner; it builds its root
-// meanwhile (see waitPrepared).
-func (b *Backend) startHolder() (*holderProc, error) {
+// startHolder makes a holder's folder, starts the holder through the
+// spawner and, while the holder builds its root (see waitPrepared), mounts
+// its workspace and makes its cgroups, all with spec.WithDefaults()'s
+// limits. On error nothing is left.
+func (b *Backend) startHolder() (_ *holderProc, err error) {
 	uid, err := randomUID()
 	if err != nil {
 		return nil, err
 	}
+	dir, err := os.MkdirTemp(b.opts.Dir, namePrefix+strconv.Itoa(os.Getpid())+"-")
+	if err != nil {
+		return nil, fmt.Errorf("folder: %w", err)
+	}
+	h := &holderProc{uid: uid, pidfd: -1, dir: dir, ws: filepath.Join(dir, "workspace")}
+	defer func() {
+		if err != nil {
+			h.close()
+		}
+	}()
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
-	h := &holderProc{uid: uid, ctl: os.NewFile(uintptr(pair[0]), "sandbox-control"), ctlFD: pair[0]}
+	h.ctl, h.ctlFD = os.NewFile(uintptr(pair[0]), "sandbox-control"), pair[0]
 	child := os.NewFile(uintptr(pair[1]), "sandbox-control-child")
 	defer child.Close()
 	sp, err := b.spawner()
 	if err != nil {
-		h.ctl.Close()
 		return nil, err
 	}
 	h.pid, h.pidfd, err = sp.spawn(uid, []*os.File{child})
 	b.spawnerDone(err != nil)
 	if err != nil {
-		h.ctl.Close()
+		h.pidfd = -1
 		return nil, err
+	}
+	// The workspace is a tmpfs of Limits.DiskBytes on the host, filled in
+	// Create and shown inside by a bind mount.
+	lim := sandbox.Spec{}.WithDefaults().Limits
+	if err := os.Mkdir(h.ws, 0o755); err != nil {
+		return nil, fmt.Errorf("workspace: %w", err)
+	}
+	if err := capfs.Mount(h.ws, lim.DiskBytes, uid, uid); err != nil {
+		return nil, fmt.Errorf("workspace: %w", err)
+	}
+	h.disk = lim.DiskBytes
+	if !b.opts.NoCgroups {
+		h.cg, err = newCgroup(filepath.Base(dir), cgroupLimits{lim.MemoryBytes, lim.Pids, lim.CPUs})
+		if err != nil {
+			return nil, err
+		}
+		if err := h.cg.add(h.pid); err != nil {
+			return nil, err
+		}
 	}
 	return h, nil
 }
@@ -279,17 +385,57 @@ func (h *holderProc) waitPrepared() error {
 	return nil
 }
 
-// kill ends a holder that no sandbox owns.
-func (h *holderProc) kill() {
-	unix.PidfdSendSignal(h.pidfd, unix.SIGKILL, nil, 0)
-	unix.Close(h.pidfd)
-	h.ctl.Close()
+// close kills a holder that no sandbox owns, waits for it to be gone, and
+// removes its workspace mount, folder and cgroups.
+func (h *holderProc) close() error {
+	if h.pidfd >= 0 {
+		killAndWait(h.pidfd)
+		h.pidfd = -1
+	}
+	if h.ctl != nil {
+		h.ctl.Close()
+	}
+	var errs []error
+	if err := capfs.RemoveAll(h.dir); err != nil {
+		errs = append(errs, fmt.Errorf("sandbox: local: remove %s: %w", h.dir, err))
+	}
+	if err := h.cg.remove(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// killAndWait kills the process of pidfd and, with it when it is pid 1 of
+// a namespace, every process in the namespace; it returns once it has
+// exited, and closes pidfd.
+func killAndWait(pidfd int) {
+	unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+	// The pidfd turns readable when the process has exited, which for pid
+	// 1 of a namespace is after every other process in it.
+	for {
+		_, err := unix.Poll([]unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}, -1)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	unix.Close(pidfd)
 }
 
 // takeHolder returns a prestarted holder when one is ready, else starts one.
 func (b *Backend) takeHolder() (*holderProc, error) {
 	if b.opts.Prestart > 0 {
-		b.prestartOnce.Do(func() { go b.prestart() })
+		b.prestartOnce.Do(func() {
+			// Under the lock, so that Close either sees the goroutine
+			// counted or the goroutine is never started.
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			select {
+			case <-b.stop:
+			default:
+				b.prestarting.Add(1)
+				go b.prestart()
+			}
+		})
 		select {
 		case h := <-b.pool:
 			return h, nil
@@ -301,11 +447,12 @@ func (b *Backend) takeHolder() (*holderProc, error) {
 
 // prestart keeps up to Options.Prestart prepared holders ready until Close.
 func (b *Backend) prestart() {
+	defer b.prestarting.Done()
 	for {
 		h, err := b.startHolder()
 		if err == nil {
 			if err = h.waitPrepared(); err != nil {
-				h.kill()
+				h.close()
 			}
 		}
 		if err != nil {
@@ -319,7 +466,7 @@ func (b *Backend) prestart() {
 		select {
 		case b.pool <- h:
 		case <-b.stop:
-			h.kill()
+			h.close()
 			return
 		}
 	}

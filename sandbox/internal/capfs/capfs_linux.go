@@ -29,6 +29,20 @@ func Mount(dir string, size int64, uid, gid int) error {
 	return nil
 }
 
+// Resize changes the size (and Inodes(size) files) of the tmpfs Mount put
+// on dir: a mount made ahead of need with a default size gets the size a
+// sandbox asks for. Shrinking below what the files hold fails.
+func Resize(dir string, size int64) error {
+	if size <= 0 {
+		return fmt.Errorf("capfs: size %d", size)
+	}
+	opts := fmt.Sprintf("size=%d,nr_inodes=%d", size, Inodes(size))
+	if err := unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("capfs: resize the tmpfs on %s to %d bytes: %w", dir, size, err)
+	}
+	return nil
+}
+
 // Unmount detaches the mount on dir (lazily: it goes once nothing uses it,
 // at once when nothing does). It returns nil when dir is not a mount point
 // or does not exist.

@@ -7,6 +7,9 @@ import "os"
 // Mount fails: capped workspaces need Linux.
 func Mount(dir string, size int64, uid, gid int) error { return ErrUnsupported }
 
+// Resize fails: capped workspaces need Linux.
+func Resize(dir string, size int64) error { return ErrUnsupported }
+
 // Unmount does nothing.
 func Unmount(dir string) error { return nil }
 
