@@ -52,7 +52,8 @@ func (p *Proxy) call(ctx context.Context, w http.ResponseWriter, f wireFormat, r
 	ro.m.Calls++
 	sampling := ro.sampling
 	sampling.Seed = callSeed(ro.opt.Seed, index)
-	req := infer.Request{Session: ro.id, Prompt: pl.prompt, MaxTokens: turn.MaxTokens, StopTokens: p.stops, Sampling: sampling}
+	ids := pl.prompt[:len(pl.prompt):len(pl.prompt)] // see placement.prompt
+	req := infer.Request{Session: ro.id, Prompt: ids, MaxTokens: turn.MaxTokens, StopTokens: p.stops, Sampling: sampling}
 	if pl.side {
 		req.Session = ro.id + sideSession
 	}
