@@ -52,6 +52,8 @@ type chatScanned struct {
 	// body's tools are base's, byte for byte.
 	base        int
 	toolsReused bool
+	// reused counts the messages taken from base.
+	reused int
 }
 
 // scanChat decodes a Chat Completions body as decodeChatSlow does, without
@@ -268,6 +270,7 @@ func scanChatMessages(s *jsonScan, prev []*chatMemo, memo *chatMemo, req *chatRe
 		}
 	}
 	var prefix []chat.Message
+	out.reused = k
 	if k > 0 {
 		base := prev[out.base]
 		prefix = base.msgs[:k:k]

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/legorl/legorl/policy/infer"
@@ -89,6 +90,16 @@ type segment struct {
 func (s *segment) setIDs(ids []int32) {
 	n := len(s.prompt)
 	s.ids, s.prompt, s.completion = ids, ids[:n:n], ids[n:]
+}
+
+// withRoom returns ids with room for n more and then some: the next
+// call's suffix goes in place, and the array is copied once per quarter of
+// growth rather than on some calls twice.
+func withRoom(ids []int32, n int) []int32 {
+	if cap(ids)-len(ids) >= n+len(ids)/8 {
+		return ids
+	}
+	return slices.Grow(ids, n+len(ids)/4)
 }
 
 // tokens returns the segment's prompt and completion ids as one new slice.
@@ -272,7 +283,7 @@ func (r *recorder) commit(pl placement, call int, gen infer.Generation, text str
 	if pl.seg < 0 {
 		s = &segment{index: int32(len(r.segs)), side: pl.side, reason: pl.reason, firstCall: call,
 			prompt: pl.prompt}
-		s.setIDs(pl.prompt[:len(pl.prompt):len(pl.prompt)]) // the engine's slice stays as it was
+		s.setIDs(pl.prompt) // the engine got a slice capped at its length
 		if routed {
 			if len(gen.PromptRouting) == len(pl.prompt) {
 				s.routes = append(s.routes, gen.PromptRouting...)
@@ -311,7 +322,7 @@ func (r *recorder) commit(pl placement, call int, gen infer.Generation, text str
 		}
 	}
 	s.lastGen = len(s.completion)
-	s.setIDs(append(s.ids, gen.Tokens...))
+	s.setIDs(append(withRoom(s.ids, len(gen.Tokens)), gen.Tokens...))
 	for i := range gen.Tokens {
 		s.mask = append(s.mask, 1)
 		s.logprobs = append(s.logprobs, gen.Logprobs[i])
