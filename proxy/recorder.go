@@ -310,6 +310,9 @@ func (r *recorder) commit(pl placement, call int, gen infer.Generation, text str
 		}
 		n := len(s.ids)
 		s.setIDs(pl.prompt) // the recorded ids and the suffix
+		// One growth for the suffix and the generation.
+		grow := len(pl.suffix) + len(gen.Tokens)
+		s.mask, s.logprobs, s.versions = slices.Grow(s.mask, grow), slices.Grow(s.logprobs, grow), slices.Grow(s.versions, grow)
 		for range pl.suffix {
 			s.mask = append(s.mask, 0)
 			s.logprobs = append(s.logprobs, 0)
