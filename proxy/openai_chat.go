@@ -307,8 +307,8 @@ func chatCallIn(tc chatToolCallIn, path string) (chat.ToolCall, *apiError) {
 	switch jsonKind(args) {
 	case 'n':
 	case 's':
-		var s string
-		if e := unmarshalAt(args, &s, ap); e != nil {
+		s, e := jsonStringValue(args, ap)
+		if e != nil {
 			return chat.ToolCall{}, e
 		}
 		if strings.TrimSpace(s) != "" {
