@@ -110,6 +110,15 @@ func scanChat(body []byte, prev []*chatMemo) (Turn, chatScanned, bool) {
 				return false
 			}
 			toolsSet = true
+			// The same bytes as the base memo's tools are the same value:
+			// a JSON array ends at its closing bracket.
+			if out.base >= 0 {
+				if raw := prev[out.base].toolsRaw; len(raw) > 0 && bytes.HasPrefix(body[start:], raw) {
+					s.i += len(raw)
+					memo.toolsRaw = body[start:s.i:s.i]
+					return true
+				}
+			}
 			ok = s.array(func() bool {
 				t, ok := scanChatTool(s)
 				req.Tools = append(req.Tools, t)
