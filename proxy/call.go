@@ -42,7 +42,7 @@ func (p *Proxy) call(ctx context.Context, w http.ResponseWriter, f wireFormat, r
 		f.fail(w, e)
 		return e
 	}
-	if !memo.toolsKnown {
+	if !memo.toolsKnown { // with memos on, render set it before the rollout kept memo
 		memo.tools, memo.toolsKnown = toolsFingerprint(turn.Tools), true
 	}
 	pl := ro.rec.place(describeWith(prompt, turn, memo.tools), p.encode)
