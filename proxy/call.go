@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"math"
@@ -25,28 +24,36 @@ type idPrefixer interface{ idPrefix() string }
 // place in a segment, generate (streaming if asked), check, record, parse,
 // reply. It returns the error the caller got (nil on success) and notes in
 // c what the metrics count.
-func (p *Proxy) call(ctx context.Context, w http.ResponseWriter, f wireFormat, ro *rollout, turn Turn, c *callStats) *apiError {
+//
+// memo is the call's memo from decode and base the earlier one it started
+// from (nil for none): the render starts from base's and the rollout
+// remembers memo.
+func (p *Proxy) call(ctx context.Context, w http.ResponseWriter, f wireFormat, ro *rollout, turn Turn, memo, base *callMemo, c *callStats) *apiError {
 	defer func() {
 		if v := recover(); v != nil {
 			ro.m.Panics++
 			panic(v) // guard answers it
 		}
 	}()
-	prompt, err := p.opt.Template.Render(turn.Messages, turn.Tools,
+	prompt, err := p.render(ro, turn, memo, base,
 		chat.Options{AddGenerationPrompt: true, DisableThinking: turn.DisableThinking})
 	if err != nil {
 		e := badRequest("messages", "proxy: the conversation cannot be rendered: %v", err)
 		f.fail(w, e)
 		return e
 	}
-	pl := ro.rec.place(describe(prompt, turn), p.encode)
+	if !memo.toolsKnown { // with memos on, render set it before the rollout kept memo
+		memo.tools, memo.toolsKnown = toolsFingerprint(turn.Tools), true
+	}
+	pl := ro.rec.place(describeWith(prompt, turn, memo.tools), p.encode)
 
 	index := ro.calls
 	ro.calls++
 	ro.m.Calls++
 	sampling := ro.sampling
 	sampling.Seed = callSeed(ro.opt.Seed, index)
-	req := infer.Request{Session: ro.id, Prompt: pl.prompt, MaxTokens: turn.MaxTokens, StopTokens: p.stops, Sampling: sampling}
+	ids := pl.prompt[:len(pl.prompt):len(pl.prompt)] // see placement.prompt
+	req := infer.Request{Session: ro.id, Prompt: ids, MaxTokens: turn.MaxTokens, StopTokens: p.stops, Sampling: sampling}
 	if pl.side {
 		req.Session = ro.id + sideSession
 	}
@@ -122,11 +129,12 @@ func (p *Proxy) encode(s string) []int32 { return p.tok.EncodeSpecial(s) }
 
 // describe sums up a call for the recorder.
 func describe(prompt string, turn Turn) callInfo {
-	c := callInfo{Prompt: prompt, Messages: len(turn.Messages)}
-	if len(turn.Tools) > 0 {
-		b, _ := json.Marshal(turn.Tools) // plain strings and raw JSON that decode checked
-		c.Tools = string(b)
-	}
+	return describeWith(prompt, turn, toolsFingerprint(turn.Tools))
+}
+
+// describeWith is describe with the turn's toolsFingerprint known.
+func describeWith(prompt string, turn Turn, tools string) callInfo {
+	c := callInfo{Prompt: prompt, Messages: len(turn.Messages), Tools: tools}
 	if len(turn.Messages) > 0 && turn.Messages[0].Role == chat.RoleSystem {
 		c.System = turn.Messages[0].Content
 		c.Messages--

@@ -88,24 +88,53 @@ type chatContentPart struct {
 }
 
 type chatToolIn struct {
-	Type     string `json:"type"`
-	Function *struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-		Strict      *bool           `json:"strict"`
-	} `json:"function"`
+	Type     string          `json:"type"`
+	Function *chatFunctionIn `json:"function"`
 }
 
-// decode parses a Chat Completions request in one pass (a 20-turn agent
-// body is tens of kB; see BenchmarkCall); only a failed decode is looked at
-// again, message by message, to name the field with its index.
-func (chatFormat) decode(body []byte) (Turn, *apiError) {
+type chatFunctionIn struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      *bool           `json:"strict"`
+}
+
+// decode parses a Chat Completions request (see decodeFrom).
+func (f chatFormat) decode(body []byte) (Turn, *apiError) {
+	t, _, e := f.decodeFrom(body, nil)
+	return t, e
+}
+
+// decodeFrom parses a Chat Completions request, reusing what decoding an
+// earlier body of the rollout left in prev when this one repeats its
+// messages (a 20-turn agent body is tens of kB and each call repeats the
+// one before; see BenchmarkCall). scanChat decodes the common case;
+// anything it cannot vouch for, errors included, is decoded again with
+// decodeChatSlow, so both give the same Turn or the same error.
+func (chatFormat) decodeFrom(body []byte, prev []*chatMemo) (Turn, chatScanned, *apiError) {
+	if t, out, ok := scanChat(body, prev); ok {
+		return t, out, nil
+	}
+	t, e := decodeChatSlow(body)
+	return t, chatScanned{base: -1}, e
+}
+
+// decodeChatSlow parses a Chat Completions request with encoding/json in
+// one pass; only a failed decode is looked at again, message by message, to
+// name the field with its index.
+func decodeChatSlow(body []byte) (Turn, *apiError) {
 	var req chatRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		return Turn{}, chatLocate(body, err)
 	}
-	if len(req.Messages) == 0 {
+	return chatTurn(&req, nil)
+}
+
+// chatTurn checks a decoded request and converts it to a Turn. prefix
+// holds leading messages already converted (scanChat's reused ones);
+// req.Messages holds the messages after them.
+func chatTurn(req *chatRequest, prefix []chat.Message) (Turn, *apiError) {
+	if len(prefix)+len(req.Messages) == 0 {
 		return Turn{}, badRequest("messages", "proxy: messages must hold at least one message")
 	}
 	if req.N != nil && *req.N != 1 {
@@ -137,8 +166,13 @@ func (chatFormat) decode(body []byte) (Turn, *apiError) {
 			return Turn{}, badRequest("max_tokens", "proxy: max_tokens must be at least 1")
 		}
 	}
+	if len(req.Messages) > 0 {
+		t.Messages = append(make([]chat.Message, 0, len(prefix)+len(req.Messages)), prefix...)
+	} else {
+		t.Messages = prefix
+	}
 	for i, in := range req.Messages {
-		m, e := chatMessage(in, indexPath("messages", i))
+		m, e := chatMessage(in, indexPath("messages", len(prefix)+i))
 		if e != nil {
 			return Turn{}, e
 		}
@@ -273,8 +307,8 @@ func chatCallIn(tc chatToolCallIn, path string) (chat.ToolCall, *apiError) {
 	switch jsonKind(args) {
 	case 'n':
 	case 's':
-		var s string
-		if e := unmarshalAt(args, &s, ap); e != nil {
+		s, e := jsonStringValue(args, ap)
+		if e != nil {
 			return chat.ToolCall{}, e
 		}
 		if strings.TrimSpace(s) != "" {

@@ -105,6 +105,10 @@ type Proxy struct {
 
 	mu       sync.Mutex // guards rollouts
 	rollouts map[string]*rollout
+
+	// noMemos turns callMemo off: every call decoded and rendered whole
+	// (tests compare the two).
+	noMemos bool
 }
 
 // New returns a proxy with DefaultRollout open.

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/legorl/legorl/policy/infer"
@@ -58,6 +59,11 @@ type segment struct {
 	firstCall, lastCall int
 	calls               int
 
+	// ids holds the prompt's ids then the completion's, in one array
+	// that grows in place, so that a call extending the segment hands the
+	// engine the recorded ids plus its suffix without copying them all;
+	// prompt and completion are views of it (setIDs).
+	ids        []int32
 	prompt     []int32
 	completion []int32
 	mask       []int8
@@ -78,6 +84,22 @@ type segment struct {
 	lastGen    int
 	tools      string
 	system     string
+}
+
+// setIDs makes ids the segment's ids; the prompt's length is kept.
+func (s *segment) setIDs(ids []int32) {
+	n := len(s.prompt)
+	s.ids, s.prompt, s.completion = ids, ids[:n:n], ids[n:]
+}
+
+// withRoom returns ids with room for n more and then some: the next
+// call's suffix goes in place, and the array is copied once per quarter of
+// growth rather than on some calls twice.
+func withRoom(ids []int32, n int) []int32 {
+	if cap(ids)-len(ids) >= n+len(ids)/8 {
+		return ids
+	}
+	return slices.Grow(ids, n+len(ids)/4)
 }
 
 // tokens returns the segment's prompt and completion ids as one new slice.
@@ -129,7 +151,10 @@ type placement struct {
 	// suffix is the new prompt tokens appended to seg (mask 0) before the
 	// generation; for a new segment, nil.
 	suffix []int32
-	// prompt is the engine's full prompt.
+	// prompt is the engine's full prompt. For a call that extends or
+	// retries seg it shares seg's ids array (the suffix written past the
+	// recorded ids, where nothing reads): hand the engine a copy or a
+	// slice capped at its length.
 	prompt []int32
 	call   callInfo
 }
@@ -160,7 +185,7 @@ func (r *recorder) place(c callInfo, encode func(string) []int32) placement {
 		s := r.segs[i]
 		if c.Prompt == s.lastPrompt {
 			pl.seg, pl.side, pl.retry = i, s.side, true
-			pl.prompt = s.tokens()[:len(s.prompt)+s.lastGen]
+			pl.prompt = s.ids[:len(s.prompt)+s.lastGen]
 			return pl
 		}
 	}
@@ -169,7 +194,7 @@ func (r *recorder) place(c callInfo, encode func(string) []int32) placement {
 		if rest, ok := strings.CutPrefix(c.Prompt, s.text); ok {
 			pl.seg, pl.side = i, s.side
 			pl.suffix = encode(rest)
-			pl.prompt = append(s.tokens(), pl.suffix...)
+			pl.prompt = append(s.ids, pl.suffix...)
 			return pl
 		}
 	}
@@ -258,6 +283,7 @@ func (r *recorder) commit(pl placement, call int, gen infer.Generation, text str
 	if pl.seg < 0 {
 		s = &segment{index: int32(len(r.segs)), side: pl.side, reason: pl.reason, firstCall: call,
 			prompt: pl.prompt}
+		s.setIDs(pl.prompt) // the engine got a slice capped at its length
 		if routed {
 			if len(gen.PromptRouting) == len(pl.prompt) {
 				s.routes = append(s.routes, gen.PromptRouting...)
@@ -282,8 +308,11 @@ func (r *recorder) commit(pl placement, call int, gen infer.Generation, text str
 		if pl.retry {
 			r.rollback(s, call)
 		}
-		n := len(s.prompt) + len(s.completion)
-		s.completion = append(s.completion, pl.suffix...)
+		n := len(s.ids)
+		s.setIDs(pl.prompt) // the recorded ids and the suffix
+		// One growth for the suffix and the generation.
+		grow := len(pl.suffix) + len(gen.Tokens)
+		s.mask, s.logprobs, s.versions = slices.Grow(s.mask, grow), slices.Grow(s.logprobs, grow), slices.Grow(s.versions, grow)
 		for range pl.suffix {
 			s.mask = append(s.mask, 0)
 			s.logprobs = append(s.logprobs, 0)
@@ -296,7 +325,7 @@ func (r *recorder) commit(pl placement, call int, gen infer.Generation, text str
 		}
 	}
 	s.lastGen = len(s.completion)
-	s.completion = append(s.completion, gen.Tokens...)
+	s.setIDs(append(withRoom(s.ids, len(gen.Tokens)), gen.Tokens...))
 	for i := range gen.Tokens {
 		s.mask = append(s.mask, 1)
 		s.logprobs = append(s.logprobs, gen.Logprobs[i])
@@ -334,7 +363,8 @@ func (r *recorder) rollback(s *segment, by int) {
 		Logprobs: append([]float32(nil), s.logprobs[k:]...),
 		Versions: append([]int64(nil), s.versions[k:]...),
 	})
-	s.completion, s.mask, s.logprobs, s.versions = s.completion[:k], s.mask[:k], s.logprobs[:k], s.versions[:k]
+	s.setIDs(s.ids[:len(s.prompt)+k])
+	s.mask, s.logprobs, s.versions = s.mask[:k], s.logprobs[:k], s.versions[:k]
 	if len(s.routes) > len(s.prompt)+k {
 		s.routes = s.routes[:len(s.prompt)+k]
 	}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/legorl/legorl/policy/infer"
 	"github.com/legorl/legorl/schemas"
@@ -123,6 +124,12 @@ type rollout struct {
 	calls  int // calls that reached generation, the next call's index
 	rec    recorder
 	m      Metrics
+
+	// memoMu guards memos, which decode reads before the call's turn
+	// comes (and without sem). memos are the last calls' memos, newest
+	// first, at most rolloutMemos; Finish and Rotate drop them.
+	memoMu sync.Mutex
+	memos  []*callMemo
 }
 
 // lock waits for the rollout's turn, or for ctx to end.
@@ -176,6 +183,7 @@ func (p *Proxy) Finish(id string) (Record, error) {
 	ro.lock(context.Background())
 	defer ro.unlock()
 	ro.closed = true
+	ro.forget()
 	if e, ok := p.opt.Generator.(sessionEnder); ok {
 		e.EndSession(ro.id)
 		e.EndSession(ro.id + sideSession)
@@ -202,6 +210,7 @@ func (p *Proxy) Rotate(id string) (Record, error) {
 	ro.lock(context.Background())
 	defer ro.unlock()
 	ro.closed = true
+	ro.forget()
 	return ro.record(), nil
 }
 
@@ -212,6 +221,13 @@ type sessionEnder interface{ EndSession(id string) }
 // sideSession suffixes the rollout id in the engine session of side
 // requests, so that they do not evict the main thread's cache.
 const sideSession = "/side"
+
+// lookup returns the open rollout id, nil for none.
+func (p *Proxy) lookup(id string) *rollout {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rollouts[id]
+}
 
 // lockRollout returns the open rollout id, locked for one call; the caller
 // unlocks it. It fails with ErrNoRollout, or ctx's error.

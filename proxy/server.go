@@ -99,7 +99,7 @@ func (p *Proxy) turn(w http.ResponseWriter, r *http.Request, f wireFormat, id st
 	if e != nil {
 		return fail(e)
 	}
-	turn, e := f.decode(body)
+	turn, memo, base, e := p.decode(f, body, p.lookup(id))
 	if e != nil {
 		return fail(e)
 	}
@@ -115,7 +115,7 @@ func (p *Proxy) turn(w http.ResponseWriter, r *http.Request, f wireFormat, id st
 		return fail(e)
 	}
 	defer ro.unlock()
-	return p.call(r.Context(), w, f, ro, turn, c)
+	return p.call(r.Context(), w, f, ro, turn, memo, base, c)
 }
 
 // tokenCounter is a wire format with a token-counting endpoint (Anthropic
@@ -132,7 +132,7 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiEr
 		w.Header().Set("Allow", http.MethodPost)
 		return nil, methodNotAllowed(r.Method)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.opt.MaxBodyBytes))
+	body, err := readAll(http.MaxBytesReader(w, r.Body, p.opt.MaxBodyBytes), bodySize(r.ContentLength, p.opt.MaxBodyBytes))
 	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
@@ -141,6 +141,35 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiEr
 		return nil, badRequest("", "proxy: reading the request body: %v", err)
 	}
 	return body, nil
+}
+
+// readAll is io.ReadAll with room for size bytes (the request's
+// Content-Length, -1 when unknown) from the start, so that a body of known
+// length is read into one buffer without regrowing it.
+func readAll(r io.Reader, size int64) ([]byte, error) {
+	b := make([]byte, 0, max(size+1, 512)) // +1: the read that sees EOF
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
+}
+
+// bodySize is the size to read a body of Content-Length n (-1 when
+// unknown) into: n, unless the limit refuses it anyway.
+func bodySize(n, limit int64) int64 {
+	if n > limit {
+		return -1
+	}
+	return n
 }
 
 // serveCount answers a token count: the length of the prompt the call

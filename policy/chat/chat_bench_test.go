@@ -132,3 +132,20 @@ func BenchmarkAppendOnly(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRenderAppend renders one 20-turn step from the rendering of the
+// step before, as the proxy does for a call that extends its segment
+// (compare BenchmarkQwen3Render, the whole conversation).
+func BenchmarkRenderAppend(b *testing.B) {
+	msgs, tools, opt := loadFixture(b, benchFixture)
+	prev, err := Qwen3{}.RenderAppend(nil, msgs[:len(msgs)-2], tools, Options{AddGenerationPrompt: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := (Qwen3{}).RenderAppend(prev, msgs, tools, opt); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

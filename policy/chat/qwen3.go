@@ -39,6 +39,54 @@ func (Qwen3) Render(msgs []Message, tools []Tool, opt Options) (string, error) {
 	}
 	var b strings.Builder
 	b.Grow(renderSizeHint(msgs, tools))
+	if err := qwen3Header(&b, msgs, tools); err != nil {
+		return "", err
+	}
+	lastQuery := qwen3LastQuery(msgs)
+	for i := range msgs {
+		if err := qwen3Message(&b, msgs, i, lastQuery); err != nil {
+			return "", err
+		}
+	}
+	qwen3GenerationPrompt(&b, opt)
+	return b.String(), nil
+}
+
+// RenderAppend returns the rendering of msgs, tools and opt: its Prompt is
+// what Render returns, and prev (nil for none), an earlier rendering by
+// Qwen3, lends it the text of every leading message whose text msgs cannot
+// change (see Rendering.keep).
+func (Qwen3) RenderAppend(prev *Rendering, msgs []Message, tools []Tool, opt Options) (*Rendering, error) {
+	if err := checkMessages(msgs); err != nil {
+		return nil, err
+	}
+	r := &Rendering{msgs: msgs, tools: tools, lastQuery: qwen3LastQuery(msgs), starts: make([]int, len(msgs)+1)}
+	from := prev.keep(msgs, tools, r.lastQuery)
+	var b strings.Builder
+	if from > 0 {
+		b.Grow(prev.starts[from] + renderSizeHint(msgs[from:], nil))
+		b.WriteString(prev.Prompt[:prev.starts[from]])
+		copy(r.starts, prev.starts[:from])
+	} else {
+		b.Grow(renderSizeHint(msgs, tools))
+		if err := qwen3Header(&b, msgs, tools); err != nil {
+			return nil, err
+		}
+	}
+	for i := from; i < len(msgs); i++ {
+		r.starts[i] = b.Len()
+		if err := qwen3Message(&b, msgs, i, r.lastQuery); err != nil {
+			return nil, err
+		}
+	}
+	r.starts[len(msgs)] = b.Len()
+	qwen3GenerationPrompt(&b, opt)
+	r.Prompt = b.String()
+	return r, nil
+}
+
+// qwen3Header writes the system turn: the system prompt and the tools.
+func qwen3Header(b *strings.Builder, msgs []Message, tools []Tool) error {
 	if len(tools) > 0 {
 		b.WriteString(imStart + "system\n")
 		if msgs[0].Role == RoleSystem {
@@ -48,8 +96,8 @@ func (Qwen3) Render(msgs []Message, tools []Tool, opt Options) (string, error) {
 		b.WriteString(qwen3ToolsHead)
 		for i, t := range tools {
 			b.WriteByte('\n')
-			if err := appendQwen3Tool(&b, t); err != nil {
-				return "", fmt.Errorf("tool %d (%s): %w", i, t.Name, err)
+			if err := appendQwen3Tool(b, t); err != nil {
+				return fmt.Errorf("tool %d (%s): %w", i, t.Name, err)
 			}
 		}
 		b.WriteString(qwen3ToolsTail)
@@ -58,60 +106,68 @@ func (Qwen3) Render(msgs []Message, tools []Tool, opt Options) (string, error) {
 		b.WriteString(msgs[0].Content)
 		b.WriteString(imEnd + "\n")
 	}
+	return nil
+}
 
-	last := len(msgs) - 1
-	lastQuery := qwen3LastQuery(msgs)
-	for i, m := range msgs {
-		switch {
-		case m.Role == RoleUser || (m.Role == RoleSystem && i > 0):
-			b.WriteString(imStart)
-			b.WriteString(m.Role)
-			b.WriteByte('\n')
-			b.WriteString(m.Content)
+// qwen3Message writes the text of message i (a leading system message has
+// none: the header holds it). It depends on the message, the roles of its
+// neighbours, whether it is the last message and whether it comes after
+// lastQuery; RenderAppend relies on that list.
+func qwen3Message(b *strings.Builder, msgs []Message, i, lastQuery int) error {
+	m, last := msgs[i], len(msgs)-1
+	switch {
+	case m.Role == RoleUser || (m.Role == RoleSystem && i > 0):
+		b.WriteString(imStart)
+		b.WriteString(m.Role)
+		b.WriteByte('\n')
+		b.WriteString(m.Content)
+		b.WriteString(imEnd + "\n")
+	case m.Role == RoleAssistant:
+		content, reasoning := splitReasoning(m)
+		b.WriteString(imStart + "assistant\n")
+		if i > lastQuery && (i == last || reasoning != "") {
+			b.WriteString("<think>\n")
+			b.WriteString(strings.Trim(reasoning, "\n"))
+			b.WriteString("\n</think>\n\n")
+			b.WriteString(strings.TrimLeft(content, "\n"))
+		} else {
+			b.WriteString(content)
+		}
+		for j, tc := range m.ToolCalls {
+			if j > 0 || content != "" {
+				b.WriteByte('\n')
+			}
+			b.WriteString("<tool_call>\n{\"name\": \"")
+			b.WriteString(tc.Name)
+			b.WriteString("\", \"arguments\": ")
+			if err := appendArguments(b, tc.Arguments); err != nil {
+				return fmt.Errorf("message %d tool call %d (%s): %w", i, j, tc.Name, err)
+			}
+			b.WriteString("}\n</tool_call>")
+		}
+		b.WriteString(imEnd + "\n")
+	case m.Role == RoleTool:
+		if i == 0 || msgs[i-1].Role != RoleTool {
+			b.WriteString(imStart + "user")
+		}
+		b.WriteString("\n<tool_response>\n")
+		b.WriteString(m.Content)
+		b.WriteString("\n</tool_response>")
+		if i == last || msgs[i+1].Role != RoleTool {
 			b.WriteString(imEnd + "\n")
-		case m.Role == RoleAssistant:
-			content, reasoning := splitReasoning(m)
-			b.WriteString(imStart + "assistant\n")
-			if i > lastQuery && (i == last || reasoning != "") {
-				b.WriteString("<think>\n")
-				b.WriteString(strings.Trim(reasoning, "\n"))
-				b.WriteString("\n</think>\n\n")
-				b.WriteString(strings.TrimLeft(content, "\n"))
-			} else {
-				b.WriteString(content)
-			}
-			for j, tc := range m.ToolCalls {
-				if j > 0 || content != "" {
-					b.WriteByte('\n')
-				}
-				b.WriteString("<tool_call>\n{\"name\": \"")
-				b.WriteString(tc.Name)
-				b.WriteString("\", \"arguments\": ")
-				if err := appendArguments(&b, tc.Arguments); err != nil {
-					return "", fmt.Errorf("message %d tool call %d (%s): %w", i, j, tc.Name, err)
-				}
-				b.WriteString("}\n</tool_call>")
-			}
-			b.WriteString(imEnd + "\n")
-		case m.Role == RoleTool:
-			if i == 0 || msgs[i-1].Role != RoleTool {
-				b.WriteString(imStart + "user")
-			}
-			b.WriteString("\n<tool_response>\n")
-			b.WriteString(m.Content)
-			b.WriteString("\n</tool_response>")
-			if i == last || msgs[i+1].Role != RoleTool {
-				b.WriteString(imEnd + "\n")
-			}
 		}
 	}
+	return nil
+}
+
+// qwen3GenerationPrompt opens the assistant turn when opt asks for it.
+func qwen3GenerationPrompt(b *strings.Builder, opt Options) {
 	if opt.AddGenerationPrompt {
 		b.WriteString(imStart + "assistant\n")
 		if opt.DisableThinking {
 			b.WriteString("<think>\n\n</think>\n\n")
 		}
 	}
-	return b.String(), nil
 }
 
 // qwen3LastQuery is the template's ns.last_query_index: the index of the
