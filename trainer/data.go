@@ -225,4 +225,3 @@ type rolloutRow struct {
 	termination schemas.Termination
 	source      string
 }
-
