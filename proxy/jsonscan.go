@@ -258,6 +258,34 @@ func plainKey(key []byte) bool {
 	return true
 }
 
+// fields reads the object at s.i whose known keys are names, calling
+// read(k) for the value of names[k]; other keys are skipped. It reports
+// false, so that the caller falls back to encoding/json, for what the
+// scanner does not decode the same way: a value that is not an object, a
+// known key seen twice, or a key that encoding/json would match to a known
+// one ignoring case (or after unescaping). At most 64 names.
+func (s *jsonScan) fields(names []string, read func(k int) bool) bool {
+	if s.peek() != '{' {
+		return false
+	}
+	var seen uint64
+	return s.object(func(key []byte) bool {
+		for k, n := range names {
+			if string(key) == n {
+				if seen&(1<<k) != 0 {
+					return false
+				}
+				seen |= 1 << k
+				return read(k)
+			}
+		}
+		if !plainKey(key) || foldsTo(key, names...) {
+			return false
+		}
+		return s.skip()
+	})
+}
+
 // foldsTo reports whether key matches one of names ignoring case, as
 // encoding/json matches a struct field when no name is equal.
 func foldsTo(key []byte, names ...string) bool {

@@ -310,33 +310,29 @@ func scanChatMessages(s *jsonScan, prev []*chatMemo, memo *chatMemo, req *chatRe
 	return prefix, ok
 }
 
+// The keys of the objects scanned below, in the order of their readers.
+var (
+	chatMessageKeys  = []string{"role", "content", "reasoning_content", "reasoning", "tool_calls", "tool_call_id", "name"}
+	chatToolCallKeys = []string{"id", "type", "function"}
+	chatCallFuncKeys = []string{"name", "arguments"}
+	chatToolKeys     = []string{"type", "function"}
+	chatToolFuncKeys = []string{"name", "description", "parameters", "strict"}
+)
+
 // scanChatMessage reads one message into the struct encoding/json fills.
 func scanChatMessage(s *jsonScan) (chatMessageIn, bool) {
-	var (
-		in   chatMessageIn
-		seen uint8
-	)
-	if s.peek() != '{' {
-		return in, false
-	}
-	ok := s.object(func(key []byte) bool {
-		var bit uint8
-		var ok bool
-		switch string(key) {
-		case "role":
-			bit = 1 << 0
+	var in chatMessageIn
+	ok := s.fields(chatMessageKeys, func(k int) (ok bool) {
+		switch k {
+		case 0:
 			in.Role, ok = s.stringValue()
-		case "content":
-			bit = 1 << 1
+		case 1:
 			in.Content, ok = s.value()
-		case "reasoning_content":
-			bit = 1 << 2
+		case 2:
 			in.ReasoningContent, ok = s.stringPtr()
-		case "reasoning":
-			bit = 1 << 3
+		case 3:
 			in.Reasoning, ok = s.stringPtr()
-		case "tool_calls":
-			bit = 1 << 4
+		case 4:
 			switch s.peek() {
 			case 'n':
 				ok = s.literal("null")
@@ -347,22 +343,11 @@ func scanChatMessage(s *jsonScan) (chatMessageIn, bool) {
 					return ok
 				})
 			}
-		case "tool_call_id":
-			bit = 1 << 5
+		case 5:
 			in.ToolCallID, ok = s.stringValue()
-		case "name":
-			bit = 1 << 6
+		case 6:
 			in.Name, ok = s.stringValue()
-		default:
-			if !plainKey(key) || foldsTo(key, "role", "content", "reasoning_content", "reasoning", "tool_calls", "tool_call_id", "name") {
-				return false
-			}
-			return s.skip()
 		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
 		return ok
 	})
 	return in, ok
@@ -370,61 +355,23 @@ func scanChatMessage(s *jsonScan) (chatMessageIn, bool) {
 
 // scanChatToolCall reads one tool call of an assistant message.
 func scanChatToolCall(s *jsonScan) (chatToolCallIn, bool) {
-	var (
-		tc   chatToolCallIn
-		seen uint8
-	)
-	if s.peek() != '{' {
-		return tc, false
-	}
-	ok := s.object(func(key []byte) bool {
-		var bit uint8
-		var ok bool
-		switch string(key) {
-		case "id":
-			bit = 1 << 0
+	var tc chatToolCallIn
+	ok := s.fields(chatToolCallKeys, func(k int) (ok bool) {
+		switch k {
+		case 0:
 			tc.ID, ok = s.stringValue()
-		case "type":
-			bit = 1 << 1
+		case 1:
 			tc.Type, ok = s.stringValue()
-		case "function":
-			bit = 1 << 2
-			if s.peek() != '{' {
-				return false
-			}
-			var fseen uint8
-			ok = s.object(func(key []byte) bool {
-				var bit uint8
-				var ok bool
-				switch string(key) {
-				case "name":
-					bit = 1 << 0
+		case 2:
+			ok = s.fields(chatCallFuncKeys, func(k int) (ok bool) {
+				if k == 0 {
 					tc.Function.Name, ok = s.stringValue()
-				case "arguments":
-					bit = 1 << 1
+				} else {
 					tc.Function.Arguments, ok = s.value()
-				default:
-					if !plainKey(key) || foldsTo(key, "name", "arguments") {
-						return false
-					}
-					return s.skip()
 				}
-				if fseen&bit != 0 {
-					return false
-				}
-				fseen |= bit
 				return ok
 			})
-		default:
-			if !plainKey(key) || foldsTo(key, "id", "type", "function") {
-				return false
-			}
-			return s.skip()
 		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
 		return ok
 	})
 	return tc, ok
@@ -432,65 +379,27 @@ func scanChatToolCall(s *jsonScan) (chatToolCallIn, bool) {
 
 // scanChatTool reads one tool definition.
 func scanChatTool(s *jsonScan) (chatToolIn, bool) {
-	var (
-		in   chatToolIn
-		seen uint8
-	)
-	if s.peek() != '{' {
-		return in, false
-	}
-	ok := s.object(func(key []byte) bool {
-		var bit uint8
-		var ok bool
-		switch string(key) {
-		case "type":
-			bit = 1 << 0
+	var in chatToolIn
+	ok := s.fields(chatToolKeys, func(k int) (ok bool) {
+		switch k {
+		case 0:
 			in.Type, ok = s.stringValue()
-		case "function":
-			bit = 1 << 1
-			if s.peek() != '{' {
-				return false
-			}
+		case 1:
 			in.Function = &chatFunctionIn{}
-			var fseen uint8
-			ok = s.object(func(key []byte) bool {
-				var bit uint8
-				var ok bool
-				switch string(key) {
-				case "name":
-					bit = 1 << 0
+			ok = s.fields(chatToolFuncKeys, func(k int) (ok bool) {
+				switch k {
+				case 0:
 					in.Function.Name, ok = s.stringValue()
-				case "description":
-					bit = 1 << 1
+				case 1:
 					in.Function.Description, ok = s.stringValue()
-				case "parameters":
-					bit = 1 << 2
+				case 2:
 					in.Function.Parameters, ok = s.value()
-				case "strict":
-					bit = 1 << 3
+				case 3:
 					in.Function.Strict, ok = s.boolPtr()
-				default:
-					if !plainKey(key) || foldsTo(key, "name", "description", "parameters", "strict") {
-						return false
-					}
-					return s.skip()
 				}
-				if fseen&bit != 0 {
-					return false
-				}
-				fseen |= bit
 				return ok
 			})
-		default:
-			if !plainKey(key) || foldsTo(key, "type", "function") {
-				return false
-			}
-			return s.skip()
 		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
 		return ok
 	})
 	return in, ok
