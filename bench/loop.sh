@@ -20,15 +20,8 @@ base=${1:-749b4ce}
 rounds=${ROUNDS:-2}
 root=$(git rev-parse --show-toplevel)
 work=${WORK:-$root/legorl-work/bench-loop}
-go=${GO:-go}
-
-rm -rf "$work"
-mkdir -p "$work/base/bin" "$work/new/bin"
-trap 'git -C "$root" worktree remove --force "$work/base-src" 2>/dev/null || true' EXIT
-git -C "$root" worktree add --detach --force "$work/base-src" "$base" >/dev/null
-echo "bench-loop: building $base and the working tree" >&2
-(cd "$work/base-src" && $go build -o "$work/base/bin/legorl" ./cmd/legorl && $go build -o "$work/base/bin/legorl-agent" ./cmd/legorl-agent)
-(cd "$root" && $go build -o "$work/new/bin/legorl" ./cmd/legorl && $go build -o "$work/new/bin/legorl-agent" ./cmd/legorl-agent)
+. "$root/scripts/lib/pair.sh"
+build_pair bench-loop "$base" "$work"
 
 "$work/new/bin/legorl" tasks generate --n 400 --seed 1 --languages python --out "$work/suite" >/dev/null
 python3 - "$work/suite" <<'EOF'

@@ -21,15 +21,8 @@ set -euo pipefail
 base=${1:?usage: scripts/identical.sh COMMIT}
 root=$(git rev-parse --show-toplevel)
 work=${WORK:-$root/legorl-work/identical}
-go=${GO:-go}
-
-rm -rf "$work"
-mkdir -p "$work/base/bin" "$work/new/bin"
-trap 'git -C "$root" worktree remove --force "$work/base-src" 2>/dev/null || true' EXIT
-git -C "$root" worktree add --detach --force "$work/base-src" "$base" >/dev/null
-echo "identical: building $base and the working tree" >&2
-(cd "$work/base-src" && $go build -o "$work/base/bin/legorl" ./cmd/legorl && $go build -o "$work/base/bin/legorl-agent" ./cmd/legorl-agent)
-(cd "$root" && $go build -o "$work/new/bin/legorl" ./cmd/legorl && $go build -o "$work/new/bin/legorl-agent" ./cmd/legorl-agent)
+. "$root/scripts/lib/pair.sh"
+build_pair identical "$base" "$work"
 
 cat >"$work/config.json" <<EOF
 {
