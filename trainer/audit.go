@@ -2,10 +2,7 @@ package trainer
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"path/filepath"
 	"sort"
 
@@ -48,13 +45,13 @@ func AuditLineage(ctx context.Context, st storage.Getter, run, dir string) (int6
 		return lin.Version, AuditLine{true, fmt.Sprintf("%s: version %d, %d files match; trained on run %s, not this one", dir, lin.Version, len(names), lin.RunID)}
 	}
 	for _, mu := range lin.Data.Manifests {
-		if got, err := storedSHA256(ctx, st, mu.Key); err != nil {
+		if got, err := storage.HashObject(ctx, st, mu.Key); err != nil {
 			return lin.Version, AuditLine{false, fmt.Sprintf("%s: data manifest %s: %v", dir, mu.Key, err)}
 		} else if got != mu.SHA256 {
 			return lin.Version, AuditLine{false, fmt.Sprintf("%s: data manifest %s has sha256 %.12s, the lineage says %.12s", dir, mu.Key, got, mu.SHA256)}
 		}
 		for _, f := range mu.Files {
-			if got, err := storedSHA256(ctx, st, f.Key); err != nil {
+			if got, err := storage.HashObject(ctx, st, f.Key); err != nil {
 				return lin.Version, AuditLine{false, fmt.Sprintf("%s: data file %s: %v", dir, f.Key, err)}
 			} else if got != f.SHA256 {
 				return lin.Version, AuditLine{false, fmt.Sprintf("%s: data file %s has sha256 %.12s, the lineage says %.12s", dir, f.Key, got, f.SHA256)}
@@ -63,20 +60,6 @@ func AuditLineage(ctx context.Context, st storage.Getter, run, dir string) (int6
 	}
 	return lin.Version, AuditLine{true, fmt.Sprintf("%s: version %d (parent %d), %d files and %d data manifests match", dir, lin.Version,
 		lin.Parent.Version, len(names), len(lin.Data.Manifests))}
-}
-
-// storedSHA256 returns the sha256 of the object at key.
-func storedSHA256(ctx context.Context, st storage.Getter, key string) (string, error) {
-	rc, err := st.Get(ctx, key)
-	if err != nil {
-		return "", err
-	}
-	defer rc.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, rc); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // AuditLogprobs recomputes, for each policy version with a checkpoint
