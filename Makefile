@@ -97,11 +97,11 @@ test-minio: $(MINIO_STAMP) ## build the pinned MinIO into .cache/bin and run the
 # parsers of untrusted input (Parquet files, API requests from harnesses); run
 # `make fuzz FUZZTIME=5m` before a release: a new finding there fails the run,
 # and CI is not the place to discover it.
-TEST_FUZZ_TARGETS := ./storage:FuzzDecodeFile ./proxy:FuzzDecodeChat ./proxy:FuzzDecodeResponses ./proxy:FuzzDecodeMessages
+TEST_FUZZ_TARGETS := ./storage:FuzzDecodeFile ./proxy:FuzzDecodeChat ./proxy:FuzzScanChat ./proxy:FuzzDecodeResponses ./proxy:FuzzDecodeMessages
 FUZZ_TARGETS := ./storage:FuzzDecodeFile ./policy/chat:FuzzQwen3Parse ./policy/chat:FuzzQwen3CoderParse ./policy/chat:FuzzPyJSON ./policy/tokenizer:FuzzEncodeDecode ./policy/tokenizer:FuzzParse \
 	./policy/safetensors:FuzzParseHeader ./policy/model:FuzzParseConfig ./policy/kernels:FuzzSgemm \
 	./sandbox/docker:FuzzExtractTar ./tasks:FuzzParsePatch \
-	./proxy:FuzzDecodeChat ./proxy:FuzzDecodeResponses ./proxy:FuzzDecodeMessages ./proxy:FuzzUnquoteJSON \
+	./proxy:FuzzDecodeChat ./proxy:FuzzScanChat ./proxy:FuzzDecodeResponses ./proxy:FuzzDecodeMessages ./proxy:FuzzUnquoteJSON \
 	./policy/remote:FuzzDecodeNPY ./policy/remote:FuzzSSE ./policy/remote:FuzzSanitize ./policy/remote:FuzzResponses
 
 chaos: ## kill a small legorl run at a point of every stage, resume it each time, and compare its store with an uninterrupted run's (also part of make test)
