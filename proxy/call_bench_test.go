@@ -33,14 +33,7 @@ func BenchmarkAppendHandler(b *testing.B) {
 		b.Fatal(err)
 	}
 	answer := tok.EncodeSpecial("<think>\nThe tests pass now.\n</think>\n\nThe bug is fixed; all tests pass.<|im_end|>")
-	fullTurn, e1 := chatFormat{}.decode(full)
-	prefixTurn, e2 := chatFormat{}.decode(prefix)
-	if e1 != nil || e2 != nil {
-		b.Fatal(e1, e2)
-	}
-	before, _ := chat.Qwen3{}.Render(prefixTurn.Messages, prefixTurn.Tools, chat.Options{AddGenerationPrompt: true})
-	after, _ := chat.Qwen3{}.Render(fullTurn.Messages[:len(prefixTurn.Messages)+1], fullTurn.Tools, chat.Options{})
-	lastTurn := tok.EncodeSpecial(after[len(before) : len(after)-1])
+	lastTurn := appendTurn(b, tok, full, prefix)
 	post := func(url string, body []byte) {
 		w := httptest.NewRecorder()
 		p.ServeHTTP(w, httptest.NewRequest("POST", url, bytes.NewReader(body)))

@@ -148,23 +148,12 @@ func scanChat(body []byte, prev []*chatMemo) (Turn, chatScanned, bool) {
 			if s.peek() == 'n' {
 				return s.literal("null")
 			}
-			if s.peek() != '{' {
-				return false
-			}
 			req.StreamOptions = &struct {
 				IncludeUsage *bool `json:"include_usage"`
 			}{}
-			var seenUsage bool
-			return s.object(func(key []byte) bool {
-				switch {
-				case string(key) == "include_usage" && !seenUsage:
-					seenUsage = true
-					req.StreamOptions.IncludeUsage, ok = s.boolPtr()
-					return ok
-				case !plainKey(key) || foldsTo(key, "include_usage"):
-					return false
-				}
-				return s.skip()
+			return s.fields(streamOptionKeys, func(int) (ok bool) {
+				req.StreamOptions.IncludeUsage, ok = s.boolPtr()
+				return ok
 			})
 		case "n":
 			req.N, ok = s.intPtr()
@@ -176,23 +165,12 @@ func scanChat(body []byte, prev []*chatMemo) (Turn, chatScanned, bool) {
 			if s.peek() == 'n' {
 				return s.literal("null")
 			}
-			if s.peek() != '{' {
-				return false
-			}
 			req.ChatTemplateKwargs = &struct {
 				EnableThinking *bool `json:"enable_thinking"`
 			}{}
-			var seenThinking bool
-			return s.object(func(key []byte) bool {
-				switch {
-				case string(key) == "enable_thinking" && !seenThinking:
-					seenThinking = true
-					req.ChatTemplateKwargs.EnableThinking, ok = s.boolPtr()
-					return ok
-				case !plainKey(key) || foldsTo(key, "enable_thinking"):
-					return false
-				}
-				return s.skip()
+			return s.fields(templateKwargKeys, func(int) (ok bool) {
+				req.ChatTemplateKwargs.EnableThinking, ok = s.boolPtr()
+				return ok
 			})
 		case "temperature", "top_p", "frequency_penalty", "presence_penalty":
 			_, ok = s.floatPtr()
@@ -312,11 +290,13 @@ func scanChatMessages(s *jsonScan, prev []*chatMemo, memo *chatMemo, req *chatRe
 
 // The keys of the objects scanned below, in the order of their readers.
 var (
-	chatMessageKeys  = []string{"role", "content", "reasoning_content", "reasoning", "tool_calls", "tool_call_id", "name"}
-	chatToolCallKeys = []string{"id", "type", "function"}
-	chatCallFuncKeys = []string{"name", "arguments"}
-	chatToolKeys     = []string{"type", "function"}
-	chatToolFuncKeys = []string{"name", "description", "parameters", "strict"}
+	chatMessageKeys   = []string{"role", "content", "reasoning_content", "reasoning", "tool_calls", "tool_call_id", "name"}
+	chatToolCallKeys  = []string{"id", "type", "function"}
+	chatCallFuncKeys  = []string{"name", "arguments"}
+	chatToolKeys      = []string{"type", "function"}
+	chatToolFuncKeys  = []string{"name", "description", "parameters", "strict"}
+	streamOptionKeys  = []string{"include_usage"}
+	templateKwargKeys = []string{"enable_thinking"}
 )
 
 // scanChatMessage reads one message into the struct encoding/json fills.

@@ -9,13 +9,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/legorl/legorl/policy/chat"
 	"github.com/legorl/legorl/policy/infer"
+	"github.com/legorl/legorl/policy/tokenizer"
 )
 
 // benchBody turns policy/chat's 20-turn agent conversation (42 messages,
@@ -24,37 +24,26 @@ import (
 // without the last assistant turn and what follows it.
 func benchBody(b *testing.B) (full, prefix []byte) {
 	b.Helper()
-	raw, err := os.ReadFile("../policy/chat/testdata/qwen3/bench_20_turns.json")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var conv struct {
-		Messages []map[string]any `json:"messages"`
-		Tools    []any            `json:"tools"`
-	}
-	if err := json.Unmarshal(raw, &conv); err != nil {
-		b.Fatal(err)
-	}
-	for _, m := range conv.Messages {
-		calls, _ := m["tool_calls"].([]any)
-		for _, c := range calls {
-			fn := c.(map[string]any)["function"].(map[string]any)
-			args, _ := json.Marshal(fn["arguments"])
-			fn["arguments"] = string(args)
-		}
-	}
-	last := len(conv.Messages) - 1
-	for last >= 0 && conv.Messages[last]["role"] != "assistant" {
+	msgs, tools := wireConversation(b)
+	last := len(msgs) - 1
+	for last >= 0 && msgs[last]["role"] != "assistant" {
 		last--
 	}
-	mk := func(msgs []map[string]any) []byte {
-		body, err := json.Marshal(map[string]any{"model": "tiny", "messages": msgs, "tools": conv.Tools})
-		if err != nil {
-			b.Fatal(err)
-		}
-		return body
+	return wireBody(b, msgs, tools), wireBody(b, msgs[:last], tools)
+}
+
+// appendTurn is the completion that makes the full body extend the prefix
+// body: the last assistant turn as the template renders it, as token ids.
+func appendTurn(b *testing.B, tok *tokenizer.Tokenizer, full, prefix []byte) []int32 {
+	b.Helper()
+	fullTurn, e1 := chatFormat{}.decode(full)
+	prefixTurn, e2 := chatFormat{}.decode(prefix)
+	if e1 != nil || e2 != nil {
+		b.Fatal(e1, e2)
 	}
-	return mk(conv.Messages), mk(conv.Messages[:last])
+	before, _ := chat.Qwen3{}.Render(prefixTurn.Messages, prefixTurn.Tools, chat.Options{AddGenerationPrompt: true})
+	after, _ := chat.Qwen3{}.Render(fullTurn.Messages[:len(prefixTurn.Messages)+1], fullTurn.Tools, chat.Options{})
+	return tok.EncodeSpecial(after[len(before) : len(after)-1])
 }
 
 // fixedGen returns the ids in next at once, as one generation.
@@ -92,16 +81,7 @@ func BenchmarkCall(b *testing.B) {
 	defer srv.Close()
 	answer := tok.EncodeSpecial("<think>\nThe tests pass now.\n</think>\n\nThe bug is fixed; all tests pass.<|im_end|>")
 
-	// The completion that makes the full body extend the prefix body: the
-	// last assistant turn as the template renders it.
-	fullTurn, e1 := chatFormat{}.decode(full)
-	prefixTurn, e2 := chatFormat{}.decode(prefix)
-	if e1 != nil || e2 != nil {
-		b.Fatal(e1, e2)
-	}
-	before, _ := chat.Qwen3{}.Render(prefixTurn.Messages, prefixTurn.Tools, chat.Options{AddGenerationPrompt: true})
-	after, _ := chat.Qwen3{}.Render(fullTurn.Messages[:len(prefixTurn.Messages)+1], fullTurn.Tools, chat.Options{})
-	lastTurn := tok.EncodeSpecial(after[len(before) : len(after)-1])
+	lastTurn := appendTurn(b, tok, full, prefix)
 
 	canned, err := json.Marshal(chatCompletion{ID: "chatcmpl-x", Object: "chat.completion", Model: "tiny",
 		Choices: []chatChoice{{Message: &chatMessageOut{Role: "assistant", Content: ptr("The bug is fixed; all tests pass."), ReasoningContent: "The tests pass now."}, FinishReason: ptr("stop")}},
