@@ -143,6 +143,9 @@ type SFT struct {
 	// Probe, when set, measures pass@1 on tasks of the RL pool during SFT
 	// and stops it in a band (trainer.SFTProbe).
 	Probe *Probe `json:"probe,omitempty"`
+	// SedInserts writes the bash demonstrations of multi-line inserts as
+	// sed (scripted.Options.SedInserts) instead of git apply.
+	SedInserts bool `json:"sed_inserts,omitempty"`
 }
 
 // Probe configures SFT's probe.

@@ -112,7 +112,7 @@ func (l *looper) demos(ctx context.Context, agent string) (string, error) {
 		if scripted.CheckTrain(in) != nil || in.Check() != nil || (in.Split != "" && in.Split != split) {
 			continue // held out, in the RL pool, or invalid: never a demonstration
 		}
-		d, err := scripted.Solve(ctx, s.Dir, in, agent, scripted.Options{})
+		d, err := scripted.Solve(ctx, s.Dir, in, agent, scripted.Options{SedInserts: l.cfg.SFT != nil && l.cfg.SFT.SedInserts})
 		if err != nil {
 			return "", err
 		}

@@ -76,6 +76,7 @@ func runSFTDemos(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	out := fs.String("out", "", "demonstrations file to write (required)")
 	limit := fs.Int("n", 0, "at most this many demonstrations (0: every training instance)")
 	cache := fs.String("harness-cache", "", "where npm harnesses (pi) are installed, or are installed with npm: tools/harnesses after make test-harnesses (default $TMPDIR/legorl-harness, where rollouts install them)")
+	inserts := fs.Bool("sed-inserts", false, "bash: write a multi-line insert after one matched line as sed with \\n in its replacement (GNU sed), not git apply")
 	verify := fs.String("grade", "", "grade every demonstration's diff in this sandbox backend ("+strings.Join(backendNames(), ", ")+") and fail unless it passes the hidden tests (empty: no grading)")
 	if err := parseFlags(fs, stderr, args); err != nil {
 		return err
@@ -113,7 +114,7 @@ func runSFTDemos(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			skipped++
 			continue
 		}
-		d, err := scripted.Solve(ctx, s.Dir, in, *harness, scripted.Options{HarnessCache: *cache})
+		d, err := scripted.Solve(ctx, s.Dir, in, *harness, scripted.Options{HarnessCache: *cache, SedInserts: *inserts})
 		if err != nil {
 			return err
 		}

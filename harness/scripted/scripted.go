@@ -115,6 +115,13 @@ type Options struct {
 	// Defaults to $TMPDIR/legorl-harness, the rollouts' default
 	// (rollout.Config.CacheDir).
 	HarnessCache string
+	// SedInserts makes the bash demonstration of an edit whose old text is
+	// one line and whose new text spans several (a case inserted after a
+	// line) a sed whose replacement holds "\n" (GNU sed), where it is
+	// otherwise a git apply of the gold patch: the line to match is then
+	// copied from the file as in a one-line fix, and no hunk header's line
+	// numbers have to be computed.
+	SedInserts bool
 }
 
 // Formats lists the agents Solve writes demonstrations for: the built-in
@@ -177,7 +184,7 @@ func Solve(ctx context.Context, suiteDir string, in *tasks.Instance, agentName s
 	var replies []reply
 	switch agentName {
 	case "bash":
-		replies = bashScript(edits, in.Patch)
+		replies = bashScript(edits, in.Patch, opt.SedInserts)
 	case "tools":
 		replies = toolsScript(edits)
 	default:
@@ -348,9 +355,10 @@ func object(kv ...string) string {
 	return b.String()
 }
 
-// bashScript: cat the file, fix it (sed for a one-line change, else git
-// apply of the gold patch), submit.
-func bashScript(edits []edit, patch string) []reply {
+// bashScript: cat the file, fix it (sed for a one-line change, and with
+// inserts for a one-line match replaced by several lines; else git apply
+// of the gold patch), submit.
+func bashScript(edits []edit, patch string, inserts bool) []reply {
 	var paths []string
 	for _, e := range edits {
 		paths = append(paths, e.Path)
@@ -360,7 +368,7 @@ func bashScript(edits []edit, patch string) []reply {
 	// a space, with the line's indentation): a small model copies tokens.
 	out := []reply{{Content: fmt.Sprintf("Let me read the file the issue names.\n\n```bash\ncat %s\n```", strings.Join(paths, " "))}}
 	if len(edits) == 1 {
-		if cmd, ok := sedCommand(edits[0]); ok {
+		if cmd, ok := sedCommand(edits[0], inserts); ok {
 			out = append(out, reply{Content: fmt.Sprintf("The bug is on line %d. I'll fix it with sed.\n\n```bash\n%s\n```", edits[0].Line, cmd)})
 		}
 	}
@@ -373,9 +381,10 @@ func bashScript(edits []edit, patch string) []reply {
 // sedCommand returns `sed -i 's/OLD/NEW/' PATH` for a one-line edit whose
 // old line occurs once in the file and keeps its indentation. OLD and NEW
 // are whole lines, indentation included, so that each word is the token
-// it is in the file (BPE joins a word with the space before it).
-func sedCommand(e edit) (string, bool) {
-	if strings.Contains(e.Old, "\n") || strings.Contains(e.New, "\n") {
+// it is in the file (BPE joins a word with the space before it). With
+// inserts, NEW may span lines, written with GNU sed's "\n".
+func sedCommand(e edit, inserts bool) (string, bool) {
+	if strings.Contains(e.Old, "\n") || !inserts && strings.Contains(e.New, "\n") {
 		return "", false
 	}
 	oldT, newT := strings.TrimLeft(e.Old, " \t"), strings.TrimLeft(e.New, " \t")
@@ -386,7 +395,7 @@ func sedCommand(e edit) (string, bool) {
 		return "", false
 	}
 	pat := strings.NewReplacer(`\`, `\\`, `/`, `\/`, `.`, `\.`, `*`, `\*`, `[`, `\[`, `^`, `\^`, `$`, `\$`).Replace(e.Old)
-	rep := strings.NewReplacer(`\`, `\\`, `/`, `\/`, `&`, `\&`).Replace(e.New)
+	rep := strings.NewReplacer(`\`, `\\`, `/`, `\/`, `&`, `\&`, "\n", `\n`).Replace(e.New)
 	return fmt.Sprintf("sed -i 's/%s/%s/' %s", pat, rep, e.Path), true
 }
 

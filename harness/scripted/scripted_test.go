@@ -101,6 +101,55 @@ func TestDemosGrade(t *testing.T) {
 	}
 }
 
+// TestSedInserts: with SedInserts, a Python missing_case fix (new lines
+// after one matched line) is a sed whose replacement holds \n, and it
+// grades; without it the same task's fix is a git apply.
+func TestSedInserts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("grades in a sandbox")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	ins, err := builtin.Generate(ctx, dir, builtin.Options{N: 60, Seed: 9, Languages: []string{"python"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grade.New(local.New(local.Options{}), grade.Options{})
+	done := 0
+	for i := range ins {
+		in := &ins[i]
+		if in.Family != "missing_case" || scripted.CheckTrain(in) != nil || done == 3 {
+			continue
+		}
+		done++
+		fix := func(opt scripted.Options) (string, *scripted.Demo) {
+			d, err := scripted.Solve(ctx, dir, in, "bash", opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d.Messages[4].Content, d // system, task, cat, its output, the fix
+		}
+		if plain, _ := fix(scripted.Options{}); !strings.Contains(plain, "git apply") {
+			t.Errorf("%s without SedInserts: fix %q, want a git apply", in.InstanceID, plain)
+		}
+		sed, d := fix(scripted.Options{SedInserts: true})
+		if !strings.Contains(sed, "sed -i 's/") || !strings.Contains(sed, `\n`) || strings.Contains(sed, "git apply") {
+			t.Errorf("%s with SedInserts: fix %q, want a sed with \\n", in.InstanceID, sed)
+		}
+		gr, err := g.Grade(ctx, dir, in, d.Diff)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gr.Reward != 1 {
+			t.Errorf("%s: the sed fix grades %v (%s); diff:\n%s", in.InstanceID, gr.Reward, gr.Detail, d.Diff)
+		}
+		checkShape(t, d)
+	}
+	if done == 0 {
+		t.Fatal("no training missing_case instance in the suite")
+	}
+}
+
 // checkShape checks a demonstration's line and conversation: one line
 // naming no temporary folder, tool results answering the calls before
 // them, and the agent's own shape. (That SFT renders it with the chat
