@@ -19,9 +19,9 @@ import (
 
 	"github.com/legorl/legorl/harness/agent"
 	"github.com/legorl/legorl/pipelines/runner"
-	rolloutrt "github.com/legorl/legorl/rollout"
 	"github.com/legorl/legorl/policy/model"
 	"github.com/legorl/legorl/policy/tokenizer"
+	rolloutrt "github.com/legorl/legorl/rollout"
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/tasks"
