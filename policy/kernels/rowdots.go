@@ -33,7 +33,12 @@ func RowDots(y []float32, ldy int, x []float32, ldx, rows int, w []float32, ldw,
 	var out [16]float32
 	var scratch []float32 // edge tiles' gathered rows
 	full := rows &^ 3
-	for j0 := 0; j0 < cols; j0 += 4 {
+	j0 := 0
+	if panel := vec.dotPanel; panel != nil && full > 0 && cols >= 4 {
+		panel(n, &x[0], ldx, full/4, &w[0], ldw, cols/4, &y[0], ldy)
+		j0 = cols &^ 3
+	}
+	for ; j0 < cols; j0 += 4 {
 		nc := min(4, cols-j0)
 		for i0 := 0; i0 < full; i0 += 4 {
 			wp, ws := w[j0*ldw:], ldw

@@ -318,3 +318,123 @@ oReduce:
 	VMOVUPS Z0, (BX)
 	VZEROUPPER
 	RET
+
+// func dotPanel4x4AVX512(n int, x *float32, ldx, rows4 int, w *float32, ldw, cols4 int, y *float32, ldy int)
+// The 4x4 tiles of dotTile4x4AVX512 over 4*rows4 x rows by 4*cols4 w rows,
+// each stored straight into y (rows ldy floats apart): y[i*ldy+j] is the
+// dot product of x row i and w row j, rounded as dotChainAVX512 rounds it.
+// Tiles run column group by column group, the row groups inside, so that
+// four w rows stay in L1 while the x rows pass. n >= 1, rows4, cols4 >= 1.
+TEXT ·dotPanel4x4AVX512(SB), NOSPLIT, $0-72
+	MOVQ  n+0(FP), CX
+	ANDQ  $15, CX
+	JZ    pNoTail
+	TAILK1
+
+pNoTail:
+	MOVQ ldx+16(FP), R8
+	SHLQ $2, R8
+	MOVQ ldw+40(FP), R10
+	SHLQ $2, R10
+	MOVQ ldy+64(FP), R12
+	SHLQ $2, R12
+	MOVQ w+32(FP), DX         // w rows of the column group
+
+pCols:
+	MOVQ x+8(FP), R14         // x rows of the row group
+	MOVQ y+56(FP), BX         // the tile's first output
+	MOVQ rows4+24(FP), R13
+
+pRows:
+	MOVQ   R14, SI
+	LEAQ   (R14)(R8*2), R9
+	MOVQ   DX, DI
+	LEAQ   (DX)(R10*2), R11
+	MOVQ   n+0(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+pLoop:
+	CMPQ    CX, $16
+	JLT     pTail
+	VMOVUPS (SI), Z16
+	VMOVUPS (SI)(R8*1), Z17
+	VMOVUPS (R9), Z18
+	VMOVUPS (R9)(R8*1), Z19
+	WCOL(DI, Z0, Z1, Z2, Z3)
+	LEAQ    (DI)(R10*1), AX
+	WCOL(AX, Z4, Z5, Z6, Z7)
+	WCOL(R11, Z8, Z9, Z10, Z11)
+	LEAQ    (R11)(R10*1), AX
+	WCOL(AX, Z12, Z13, Z14, Z15)
+	ADDQ    $64, SI
+	ADDQ    $64, R9
+	ADDQ    $64, DI
+	ADDQ    $64, R11
+	SUBQ    $16, CX
+	JMP     pLoop
+
+pTail:
+	TESTQ     CX, CX
+	JZ        pReduce
+	VMOVUPS.Z (SI), K1, Z16
+	LEAQ      (SI)(R8*1), AX
+	VMOVUPS.Z (AX), K1, Z17
+	VMOVUPS.Z (R9), K1, Z18
+	LEAQ      (R9)(R8*1), AX
+	VMOVUPS.Z (AX), K1, Z19
+	WCOLZ(DI, Z0, Z1, Z2, Z3)
+	LEAQ      (DI)(R10*1), AX
+	WCOLZ(AX, Z4, Z5, Z6, Z7)
+	WCOLZ(R11, Z8, Z9, Z10, Z11)
+	LEAQ      (R11)(R10*1), AX
+	WCOLZ(AX, Z12, Z13, Z14, Z15)
+
+pReduce:
+	// As in dotTile4x4AVX512: lane 4j+t of Z0 is (x row j, w row t), so
+	// 128-bit block j is the four outputs of x row j.
+	HALF256(Z0, Z1)
+	HALF256(Z2, Z3)
+	HALF256(Z4, Z5)
+	HALF256(Z6, Z7)
+	HALF256(Z8, Z9)
+	HALF256(Z10, Z11)
+	HALF256(Z12, Z13)
+	HALF256(Z14, Z15)
+	HALF128(Z0, Z2)
+	HALF128(Z4, Z6)
+	HALF128(Z8, Z10)
+	HALF128(Z12, Z14)
+	HALF64(Z0, Z4)
+	HALF64(Z8, Z12)
+	HALF32(Z0, Z8)
+	VMOVUPS       X0, (BX)
+	VEXTRACTF32X4 $1, Z0, (BX)(R12*1)
+	LEAQ          (BX)(R12*2), AX
+	VEXTRACTF32X4 $2, Z0, (AX)
+	VEXTRACTF32X4 $3, Z0, (AX)(R12*1)
+	LEAQ          (AX)(R12*2), BX  // the next row group's outputs
+	LEAQ          (R14)(R8*4), R14
+	DECQ          R13
+	JNZ           pRows
+
+	LEAQ (DX)(R10*4), DX
+	ADDQ $16, y+56(FP)
+	DECQ cols4+48(FP)
+	JNZ  pCols
+	VZEROUPPER
+	RET

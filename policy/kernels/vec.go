@@ -184,6 +184,10 @@ type vecKernels struct {
 	// ldx apart) and row c < 4 of w (ldw apart), each rounded as dot
 	// rounds it; n >= 1.
 	dotTile func(n int, x *float32, ldx int, w *float32, ldw int, out *float32)
+	// dotPanel sets y[i*ldy+j] (i < 4*rows4, j < 4*cols4) to the dot
+	// product of row i of x and row j of w, with dotTile's bits; n, rows4,
+	// cols4 >= 1.
+	dotPanel func(n int, x *float32, ldx, rows4 int, w *float32, ldw, cols4 int, y *float32, ldy int)
 	// dotRow sets out[4j+t] (j, t < 4) to the dot product of one row x
 	// with row 4t+j of w (ldw apart), rounded as dot.
 	dotRow func(n int, x *float32, w *float32, ldw int, out *float32)

@@ -26,6 +26,9 @@ func axpyAVX512(n int, a float32, x, y *float32)
 func dotTile4x4AVX512(n int, x *float32, ldx int, w *float32, ldw int, out *float32)
 
 //go:noescape
+func dotPanel4x4AVX512(n int, x *float32, ldx, rows4 int, w *float32, ldw, cols4 int, y *float32, ldy int)
+
+//go:noescape
 func dotChainAVX512(n int, x, y *float32) float32
 
 //go:noescape
@@ -37,7 +40,7 @@ func dotTile1x16AVX512(n int, x *float32, w *float32, ldw int, out *float32)
 var avx512Vec = vecKernels{
 	exp: expShiftAVX512, swiglu: swigluAVX512, swigluBack: swigluBackAVX512,
 	max: maxAVX512, scale: scaleAVX512, axpy: axpyAVX512,
-	dotTile: dotTile4x4AVX512, dotRow: dotTile1x16AVX512, dot: dotChainAVX512,
+	dotTile: dotTile4x4AVX512, dotPanel: dotPanel4x4AVX512, dotRow: dotTile1x16AVX512, dot: dotChainAVX512,
 	wsum4x64: wsum4x64AVX512,
 }
 

@@ -205,8 +205,8 @@ func BenchmarkExp(b *testing.B) {
 func TestRowDots(t *testing.T) {
 	r := rand.New(rand.NewPCG(17, 18))
 	for _, n := range []int{0, 1, 15, 16, 17, 48, 64, 100, 256} {
-		for _, rows := range []int{1, 2, 3, 4, 5, 9} {
-			for _, cols := range []int{1, 2, 3, 4, 7, 9} {
+		for _, rows := range []int{1, 2, 3, 4, 5, 9, 12} {
+			for _, cols := range []int{1, 2, 3, 4, 7, 9, 17} {
 				ldx, ldw := n+3, n+5
 				x := make([]float32, rows*ldx)
 				w := make([]float32, cols*ldw)
@@ -216,7 +216,7 @@ func TestRowDots(t *testing.T) {
 				for i := range w {
 					w[i] = float32(r.NormFloat64())
 				}
-				const ldy = 11
+				ldy := cols + 2
 				y := make([]float32, (rows-1)*ldy+cols)
 				RowDots(y, ldy, x, ldx, rows, w, ldw, cols, n)
 				for i := range rows {
