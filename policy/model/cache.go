@@ -92,7 +92,7 @@ func (c *Cache) Extend(ids []int32, routing [][][]int16) ([]float32, [][][]int16
 	}
 	need := c.kv.n + len(ids)
 	if len(c.rope.cos) < need*cfg.HeadDim/2 {
-		c.rope = newRope[float32](max(need, 2*len(c.rope.cos)/max(1, cfg.HeadDim/2), 64), cfg.HeadDim, cfg.RopeTheta)
+		c.rope = c.m.ropeTable(need)
 	}
 	ps := &pass[float32]{c: cfg, ops: c.m.be, p: c.m.p, V: c.m.support, ids: ids, S: len(ids), P: len(ids), temp: 1, replay: routing,
 		block: attnBlock, pos0: c.kv.n, kv: &c.kv, rope: c.rope}

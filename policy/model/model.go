@@ -19,6 +19,30 @@ type Model struct {
 	// support is the number of ids the model's distribution covers
 	// (Support); at most cfg.VocabSize.
 	support int
+	// rope is the rotary table its caches share (sharedRope).
+	rope sharedRope
+}
+
+// sharedRope is a model's rotary table for its caches, grown by doubling
+// as longer sequences come: every position's angles are computed alone, so
+// a cache that takes the longer table sees the same values, and a new cache
+// (a new session of the engine) computes none. A table is never written
+// after it is made.
+type sharedRope struct {
+	mu sync.Mutex
+	t  ropeTable[float32]
+}
+
+// ropeTable returns the model's rotary table, grown to cover at least n
+// positions.
+func (m *Model) ropeTable(n int) ropeTable[float32] {
+	half := m.cfg.HeadDim / 2
+	m.rope.mu.Lock()
+	defer m.rope.mu.Unlock()
+	if len(m.rope.t.cos) < n*half {
+		m.rope.t = newRope[float32](max(n, 2*len(m.rope.t.cos)/max(1, half), 64), m.cfg.HeadDim, m.cfg.RopeTheta)
+	}
+	return m.rope.t
 }
 
 // InitStd is the standard deviation of the normal initialisation of every

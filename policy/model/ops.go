@@ -51,13 +51,14 @@ func newRope[T Float](n, hd int, theta float64) ropeTable[T] {
 	var zero T
 	_, f32 := any(zero).(float32)
 	for i := 0; i < half; i++ {
+		inv32 := float32(1 / math.Pow(theta, float64(float32(2*i)/float32(hd))))
+		div := math.Pow(theta, float64(2*i)/float64(hd))
 		for p := 0; p < n; p++ {
 			var ang float64
 			if f32 {
-				inv := float32(1 / math.Pow(theta, float64(float32(2*i)/float32(hd))))
-				ang = float64(float32(p) * inv)
+				ang = float64(float32(p) * inv32)
 			} else {
-				ang = float64(p) / math.Pow(theta, float64(2*i)/float64(hd))
+				ang = float64(p) / div
 			}
 			t.cos[p*half+i] = T(math.Cos(ang))
 			t.sin[p*half+i] = T(math.Sin(ang))

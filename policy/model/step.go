@@ -283,12 +283,12 @@ func (st *step) moe(lp *layerParams[float32], x []float32, moeIdx int) []float32
 	return out
 }
 
-// growRope makes the cache's rotary table cover n positions, doubling it
-// so that decoding token by token recomputes it rarely. Every position's
+// growRope makes the cache's rotary table cover n positions: the model's
+// shared table (Model.ropeTable), which grows by doubling, so decoding
+// token by token and new sessions recompute it rarely. Every position's
 // angles are computed alone, so the table's size never changes a value.
 func (c *Cache) growRope(n int) {
-	cfg := &c.m.cfg
-	if len(c.rope.cos) < n*cfg.HeadDim/2 {
-		c.rope = newRope[float32](max(n, 2*len(c.rope.cos)/max(1, cfg.HeadDim/2), 64), cfg.HeadDim, cfg.RopeTheta)
+	if len(c.rope.cos) < n*c.m.cfg.HeadDim/2 {
+		c.rope = c.m.ropeTable(n)
 	}
 }
