@@ -202,11 +202,19 @@ func (CPUOps[T]) AttendRows(out, q []T, ld, nq int, k, v []T, ldkv, first, hd in
 		return
 	}
 	N := first + nq // the keys the last row sees
-	s := make([]T, nq*N)
-	if s32, ok := any(s).([]float32); ok {
-		attendRows32(any(out).([]float32), any(q).([]float32), ld, nq, any(k).([]float32), any(v).([]float32), ldkv, first, hd, s32)
+	if out32, ok := any(out).([]float32); ok {
+		sp, _ := scoreScratch.Get().(*[]float32)
+		if sp == nil {
+			sp = new([]float32)
+		}
+		if cap(*sp) < nq*N {
+			*sp = make([]float32, nq*N)
+		}
+		attendRows32(out32, any(q).([]float32), ld, nq, any(k).([]float32), any(v).([]float32), ldkv, first, hd, (*sp)[:nq*N])
+		scoreScratch.Put(sp)
 		return
 	}
+	s := make([]T, nq*N)
 	scale := T(1 / math.Sqrt(float64(hd)))
 	dot := dotFunc[T]()
 	for r := range nq {
@@ -224,6 +232,11 @@ func (CPUOps[T]) AttendRows(out, q []T, ld, nq int, k, v []T, ldkv, first, hd in
 		}
 	}
 }
+
+// scoreScratch holds score buffers of finished AttendRows calls (one a
+// query block: a prefill makes thousands); attendRows32 writes every score
+// it reads.
+var scoreScratch sync.Pool
 
 // attendRows32 is AttendRows for float32 with s, the scores [nq, first+nq],
 // as scratch.

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -247,32 +248,42 @@ func TestRowDots(t *testing.T) {
 }
 
 func BenchmarkRowDots(b *testing.B) {
-	const rows, cols, n = 64, 256, 256
-	r := rand.New(rand.NewPCG(1, 2))
-	x, w := randSlice(r, rows*n), randSlice(r, cols*n)
-	y := make([]float32, rows*cols)
-	b.Run("rowdots", func(b *testing.B) {
-		for b.Loop() {
-			RowDots(y, cols, x, n, rows, w, n, cols, n)
-		}
-		b.ReportMetric(2*rows*cols*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-	})
-	b.Run("dot", func(b *testing.B) {
-		for b.Loop() {
-			for i := range rows {
-				for j := range cols {
-					y[i*cols+j] = Dot(x[i*n:(i+1)*n], w[j*n:(j+1)*n])
+	// 32 rows by 64 weight rows of 256 is one task of the engine's
+	// RowLinear; 4 query rows by 512 keys of 64 one of its attention
+	// blocks (scores).
+	for _, sh := range []struct{ rows, cols, n int }{{64, 256, 256}, {32, 64, 256}, {4, 512, 64}} {
+		rows, cols, n := sh.rows, sh.cols, sh.n
+		r := rand.New(rand.NewPCG(1, 2))
+		x, w := randSlice(r, rows*n), randSlice(r, cols*n)
+		y := make([]float32, rows*cols)
+		flops := 2 * float64(rows*cols*n)
+		name := fmt.Sprintf("%dx%dx%d/", rows, cols, n)
+		b.Run(name+"rowdots", func(b *testing.B) {
+			cpu0 := processCPUTime()
+			for b.Loop() {
+				RowDots(y, cols, x, n, rows, w, n, cols, n)
+			}
+			reportFlops(b, flops*float64(b.N), processCPUTime()-cpu0)
+		})
+		b.Run(name+"dot", func(b *testing.B) {
+			cpu0 := processCPUTime()
+			for b.Loop() {
+				for i := range rows {
+					for j := range cols {
+						y[i*cols+j] = Dot(x[i*n:(i+1)*n], w[j*n:(j+1)*n])
+					}
 				}
 			}
-		}
-		b.ReportMetric(2*rows*cols*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-	})
-	b.Run("sgemm", func(b *testing.B) {
-		for b.Loop() {
-			Sgemm(false, true, rows, cols, n, 1, x, n, w, n, 0, y, cols)
-		}
-		b.ReportMetric(2*rows*cols*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-	})
+			reportFlops(b, flops*float64(b.N), processCPUTime()-cpu0)
+		})
+		b.Run(name+"sgemm", func(b *testing.B) {
+			cpu0 := processCPUTime()
+			for b.Loop() {
+				Sgemm(false, true, rows, cols, n, 1, x, n, w, n, 0, y, cols)
+			}
+			reportFlops(b, flops*float64(b.N), processCPUTime()-cpu0)
+		})
+	}
 }
 
 // TestWeightedSum checks WeightedSum against Axpy calls in key order, bit

@@ -21,6 +21,8 @@ type Model struct {
 	support int
 	// rope is the rotary table its caches share (sharedRope).
 	rope sharedRope
+	// scratch holds the arenas of finished Steps, for the next ones.
+	scratch sync.Pool
 }
 
 // sharedRope is a model's rotary table for its caches, grown by doubling

@@ -75,7 +75,14 @@ func (m *Model) Step(in []StepInput) ([]StepOutput, error) {
 		rows += len(s.IDs)
 	}
 	st := &step{m: m, in: in, rows: rows}
+	if a, ok := m.scratch.Get().(*arena); ok {
+		st.mem = a
+	} else {
+		st.mem = &arena{}
+	}
 	out := st.run()
+	st.mem.off = 0
+	m.scratch.Put(st.mem)
 	if err := m.backendErr(); err != nil {
 		for _, s := range in {
 			_ = s.Cache.Truncate(s.Cache.kv.n) // drop the keys and values appended
@@ -92,6 +99,27 @@ type step struct {
 	in     []StepInput
 	rows   int         // new tokens of all inputs together
 	routes [][][]int16 // [rows][MoE layers][k]
+	mem    *arena      // the step's temporaries
+}
+
+// arena hands out float32 slices from one buffer, which the model's
+// Steps reuse (Model.scratch): a prefill's activations are megabytes,
+// which would otherwise be allocated, zeroed and collected at every layer.
+// Slices come with old contents; every user overwrites them whole.
+type arena struct {
+	buf []float32
+	off int
+}
+
+// take returns n floats. When the buffer is full, a larger one replaces it
+// (the slices already taken keep the old one).
+func (a *arena) take(n int) []float32 {
+	if a.off+n > len(a.buf) {
+		a.buf = make([]float32, max(2*len(a.buf), a.off+n, 1<<16))
+	}
+	s := a.buf[a.off : a.off+n : a.off+n]
+	a.off += n
+	return s
 }
 
 // spans calls f for each input with the first row of its tokens.
@@ -106,7 +134,7 @@ func (st *step) spans(f func(i, row0 int)) {
 func (st *step) run() []StepOutput {
 	cfg := &st.m.cfg
 	d := cfg.HiddenSize
-	x := make([]float32, st.rows*d)
+	x := st.mem.take(st.rows * d)
 	st.spans(func(i, row0 int) {
 		s := st.in[i]
 		for t, id := range s.IDs {
@@ -134,13 +162,14 @@ func (st *step) run() []StepOutput {
 			last = append(last, row0+len(st.in[i].IDs)-1)
 		}
 	})
-	xl := make([]float32, len(last)*d)
+	xl := st.mem.take(len(last) * d)
 	for j, r := range last {
 		copy(xl[j*d:(j+1)*d], x[r*d:(r+1)*d])
 	}
-	xn, _ := rmsnorm(st.m.be, xl, len(last), d, st.m.p.norm.data, cfg.RMSNormEps)
-	V := st.m.support // the ids past it get no logit: they cannot be sampled
-	logits := st.rowLinear(xn, len(last), d, st.m.p.lmHead.data[:V*d], V)
+	xn := st.norm(xl, len(last), d, st.m.p.norm.data)
+	V := st.m.support                      // the ids past it get no logit: they cannot be sampled
+	logits := make([]float32, len(last)*V) // returned: not from the arena
+	st.m.be.RowLinear(logits, xn, len(last), d, st.m.p.lmHead.data[:V*d], V)
 	out := make([]StepOutput, len(st.in))
 	j := 0
 	st.spans(func(i, row0 int) {
@@ -163,20 +192,22 @@ func (st *step) commit() {
 	}
 }
 
-// layer runs decoder layer l on x [rows, d] and appends the new keys and
-// values to each input's cache. It mirrors pass.layerForward operation for
-// operation, with row-invariant products and attention.
+// layer runs decoder layer l on x [rows, d], which it overwrites with its
+// output, and appends the new keys and values to each input's cache. It
+// mirrors pass.layerForward operation for operation, with row-invariant
+// products and attention. Its temporaries go back to the arena at the end.
 func (st *step) layer(l, moeIdx int, x []float32) []float32 {
 	c, lp := &st.m.cfg, &st.m.p.layers[l]
 	d, R := c.HiddenSize, st.rows
 	H, KV, hd := c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
-	xn, _ := rmsnorm(st.m.be, x, R, d, lp.inNorm.data, c.RMSNormEps)
+	defer func(off int) { st.mem.off = off }(st.mem.off)
+	xn := st.norm(x, R, d, lp.inNorm.data)
 	q := st.rowLinear(xn, R, d, lp.q.data, H*hd)
 	k := st.rowLinear(xn, R, d, lp.k.data, KV*hd)
 	v := st.rowLinear(xn, R, d, lp.v.data, KV*hd)
-	q, _ = rmsnorm(st.m.be, q, R*H, hd, lp.qNorm.data, c.RMSNormEps)
-	k, _ = rmsnorm(st.m.be, k, R*KV, hd, lp.kNorm.data, c.RMSNormEps)
-	attn := make([]float32, R*H*hd)
+	q = st.norm(q, R*H, hd, lp.qNorm.data)
+	k = st.norm(k, R*KV, hd, lp.kNorm.data)
+	attn := st.mem.take(R * H * hd) // AttendRows writes every element
 	// One task per head and block of up to attnRows query rows of one
 	// input: their scores are one RowDots product.
 	const attnRows = 4
@@ -206,7 +237,7 @@ func (st *step) layer(l, moeIdx int, x []float32) []float32 {
 	for i := range h {
 		h[i] += x[i]
 	}
-	hn, _ := rmsnorm(st.m.be, h, R, d, lp.postNorm.data, c.RMSNormEps)
+	hn := st.norm(h, R, d, lp.postNorm.data)
 	var out []float32
 	if lp.moe {
 		out = st.moe(lp, hn, moeIdx)
@@ -214,17 +245,24 @@ func (st *step) layer(l, moeIdx int, x []float32) []float32 {
 		out = st.rowMLP(c, lp.mlp, hn, R, c.IntermediateSize)
 	}
 	for i := range out {
-		out[i] += h[i]
+		x[i] = out[i] + h[i]
 	}
-	return out
+	return x
 }
 
 // rowLinear computes y = x W^T for x [rows, in] and W [out, in] with the
 // backend's row-invariant product: each row's result does not depend on the
-// other rows.
+// other rows. y comes from the arena.
 func (st *step) rowLinear(x []float32, rows, in int, w []float32, out int) []float32 {
-	y := make([]float32, rows*out)
+	y := st.mem.take(rows * out)
 	st.m.be.RowLinear(y, x, rows, in, w, out)
+	return y
+}
+
+// norm is rmsnorm into the arena.
+func (st *step) norm(x []float32, rows, n int, w []float32) []float32 {
+	y := st.mem.take(rows * n)
+	st.m.be.RMSNorm(y, nil, x, rows, n, w, st.m.cfg.RMSNormEps)
 	return y
 }
 
@@ -233,7 +271,7 @@ func (st *step) rowMLP(c *Config, m mlpParams[float32], x []float32, n, inter in
 	d := c.HiddenSize
 	g := st.rowLinear(x, n, d, m.gate.data, inter)
 	u := st.rowLinear(x, n, d, m.up.data, inter)
-	act := make([]float32, len(g))
+	act := st.mem.take(len(g))
 	st.m.be.SwiGLU(act, g, u)
 	return st.rowLinear(act, n, inter, m.down.data, d)
 }
@@ -261,13 +299,14 @@ func (st *step) moe(lp *layerParams[float32], x []float32, moeIdx int) []float32
 			slot[e] = append(slot[e], j)
 		}
 	}
-	out := make([]float32, R*d)
+	out := st.mem.take(R * d)
+	clear(out)
 	for e := range E {
 		n := len(tok[e])
 		if n == 0 {
 			continue
 		}
-		xe := make([]float32, n*d)
+		xe := st.mem.take(n * d)
 		for i, t := range tok[e] {
 			copy(xe[i*d:(i+1)*d], x[t*d:(t+1)*d])
 		}
