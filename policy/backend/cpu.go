@@ -246,9 +246,7 @@ func attendRows32(out, q []float32, ld, nq int, k, v []float32, ldkv, first, hd 
 	kernels.RowDots(s, N, q, ld, nq, k, ldkv, N, hd)
 	for r := range nq {
 		p := s[r*N : r*N+first+r+1]
-		for j := range p {
-			p[j] *= scale
-		}
+		kernels.Scale(p, scale) // the bits of p[j] *= scale
 		inv := float32(1 / ExpShift(p, 1, float64(kernels.Max(p))))
 		kernels.Scale(p, inv)
 	}

@@ -30,14 +30,26 @@ func RowDots(y []float32, ldy int, x []float32, ldx, rows int, w []float32, ldw,
 		}
 		return
 	}
-	var out [16]float32
-	var scratch []float32 // edge tiles' gathered rows
 	full := rows &^ 3
 	j0 := 0
 	if panel := vec.dotPanel; panel != nil && full > 0 && cols >= 4 {
 		panel(n, &x[0], ldx, full/4, &w[0], ldw, cols/4, &y[0], ldy)
 		j0 = cols &^ 3
 	}
+	if j0 < cols || full < rows {
+		rowDotsRest(y, ldy, x, ldx, rows, w, ldw, cols, n, j0)
+	}
+}
+
+// rowDotsRest is RowDots for what the panel leaves: the weight rows from
+// j0 (edge tiles) and the rows past the last full group of four. (Its
+// buffer escapes to the heap through the kernel calls, which the panel's
+// path thus avoids.)
+func rowDotsRest(y []float32, ldy int, x []float32, ldx, rows int, w []float32, ldw, cols, n, j0 int) {
+	tile := vec.dotTile
+	var out [16]float32
+	var scratch []float32 // edge tiles' gathered rows
+	full := rows &^ 3
 	for ; j0 < cols; j0 += 4 {
 		nc := min(4, cols-j0)
 		for i0 := 0; i0 < full; i0 += 4 {

@@ -142,14 +142,10 @@ func WeightedSum(out []float32, ldo int, p []float32, ldp, rows, nk int, v []flo
 	}
 	r := 0
 	if ws := vec.wsum4x64; ws != nil && nk > 0 {
-		var tmp [4 * 64]float32
 		for ; r+4 <= rows; r += 4 {
 			d := 0
 			for ; d+64 <= n; d += 64 {
-				ws(nk, &p[r*ldp], ldp, &v[d], ldv, &tmp[0], 64)
-				for k := range 4 {
-					copy(out[(r+k)*ldo+d:(r+k)*ldo+d+64], tmp[k*64:k*64+64])
-				}
+				ws(nk, &p[r*ldp], ldp, &v[d], ldv, &out[r*ldo+d], ldo)
 			}
 			if d < n {
 				for k := range 4 {
