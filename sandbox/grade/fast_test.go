@@ -121,6 +121,16 @@ func TestFastRunnerSameGrades(t *testing.T) {
 			"shadows json":       edit(fixed, map[string]string{"json.py": "X = 1\n"}),
 			"fix in tests/":      edit(base, map[string]string{strings.TrimSuffix(strings.Split(in.FailToPass[0], "::")[0], "test_"+strings.TrimSuffix(mod, ".py")+".py") + mod: good}),
 		}
+		if n == 1 {
+			// Recursion reaches the limit at the same depth as under pytest,
+			// at import and in a test: the fix counts only at some depths.
+			probe := "\n\ndef _probe():\n    def f(n):\n        try:\n            return f(n + 1)\n        except RecursionError:\n            return n\n    return f(0)\n\n\n" +
+				"_AT_IMPORT = _probe()\n_gold = " + fn + "\n"
+			for _, m := range []string{"2", "3", "5", "7"} {
+				cases["depth in a test % "+m] = edit(fixed, override(good+probe, "    return _gold(*args) if _probe() % "+m+" == 0 else None\n"))
+				cases["depth at import % "+m] = edit(fixed, override(good+probe, "    return _gold(*args) if _AT_IMPORT % "+m+" == 0 else None\n"))
+			}
+		}
 		for name, d := range cases {
 			same(t, in, name, d)
 		}
