@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legorl/legorl/sandbox/grade"
 	"github.com/legorl/legorl/tasks"
 )
 
@@ -66,4 +67,40 @@ func BenchmarkGradeOverhead(b *testing.B) {
 			b.ReportMetric(float64(gradeT)/float64(anchorT), "grade/anchor")
 		})
 	}
+}
+
+// BenchmarkGradeFastRunner grades one Python task per iteration with the
+// pytest-only grader and with the default one (fast runner first),
+// alternating in the same run: the gold patch and the empty diff (a
+// failing grade, what most rollouts of a weak policy are). It reports
+// both in ms/op and their ratio.
+func BenchmarkGradeFastRunner(b *testing.B) {
+	in := pick(b, "python", "wrong_operator")
+	fast, ref := grader(b), pytestGrader(b)
+	ctx := context.Background()
+	for _, diff := range []string{in.Patch, ""} {
+		for _, g := range []*grade.Grader{fast, ref} {
+			if _, err := g.Grade(ctx, "", in, diff); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	var fastT, refT time.Duration
+	for b.Loop() {
+		for _, diff := range []string{in.Patch, ""} {
+			t0 := time.Now()
+			a, err := ref.Grade(ctx, "", in, diff)
+			t1 := time.Now()
+			c, err2 := fast.Grade(ctx, "", in, diff)
+			fastT += time.Since(t1)
+			refT += t1.Sub(t0)
+			if err != nil || err2 != nil || a.Reward != c.Reward {
+				b.Fatalf("pytest %+v %v, fast %+v %v", a, err, c, err2)
+			}
+		}
+	}
+	n := float64(2 * b.N)
+	b.ReportMetric(float64(refT.Milliseconds())/n, "pytest-ms/grade")
+	b.ReportMetric(float64(fastT.Milliseconds())/n, "fast-ms/grade")
+	b.ReportMetric(float64(refT)/float64(fastT), "pytest/fast")
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,6 +38,63 @@ func (g *Grader) pytestCmd(inst *tasks.Instance) sandbox.Cmd {
 	return sandbox.Cmd{Args: args, Dir: WorkspaceDir, Env: []string{
 		"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", "PYTEST_ADDOPTS=", "PYTHONHASHSEED=0", "PYTHONDONTWRITEBYTECODE=1",
 	}}
+}
+
+// fastDeclined is the fast runner's exit status when it will not answer
+// for pytest (runner/run_fast.py): the grade is run again with pytest.
+const fastDeclined = 86
+
+// fastCmd runs the required tests with the fast runner: the interpreter
+// pinned and isolated as for pytest (same flags, same environment, so the
+// task's code sees the same), the reports in the same files.
+func (g *Grader) fastCmd(inst *tasks.Instance) sandbox.Cmd {
+	c := g.pytestCmd(inst)
+	args := []string{g.opts.Python, "-I", "-B", RunnerDir + "/run_fast.py", ResultsDir, WorkspaceDir}
+	args = append(args, inst.FailToPass...)
+	c.Args = append(args, inst.PassToPass...)
+	return c
+}
+
+// maxPlainEntries bounds the walk of plainWorkspace; a larger workspace
+// goes to pytest.
+const maxPlainEntries = 5000
+
+// plainWorkspace reports whether the workspace, as the grading sandbox
+// will get it, can only import the way the fast runner imports: nothing
+// but folders and regular files, and none of the files that change how
+// Python or pytest imports (conftest.py, __init__.py, .pth,
+// sitecustomize/usercustomize, compiled bytecode). The fast runner checks
+// the rest (the hidden tests' shape, modules shadowing installed ones)
+// before any code of the task runs.
+func plainWorkspace(ws string) bool {
+	n := 0
+	ok := true
+	err := filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if n++; n > maxPlainEntries {
+			ok = false
+			return filepath.SkipAll
+		}
+		name := d.Name()
+		switch {
+		case d.IsDir():
+			if name == "__pycache__" {
+				ok = false
+			}
+		case !d.Type().IsRegular():
+			ok = false
+		case name == "conftest.py", name == "__init__.py", name == "sitecustomize.py", name == "usercustomize.py",
+			strings.HasSuffix(name, ".pth"), strings.HasSuffix(name, ".pyc"), strings.HasSuffix(name, ".pyo"):
+			ok = false
+		}
+		if !ok {
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return ok && err == nil
 }
 
 // junitCase is one <testcase> of a JUnit XML report.
