@@ -36,12 +36,12 @@ func TestFastRunnerSameGrades(t *testing.T) {
 	_, ins := suite(t)
 	fast, ref := grader(t), pytestGrader(t)
 	ctx := context.Background()
-	runs0, decl0 := grade.FastCounts()
+	runs0, decl0 := fast.FastCounts()
 	same := func(t *testing.T, in *tasks.Instance, name, diff string) {
 		t.Helper()
-		r0, d0 := grade.FastCounts()
+		r0, d0 := fast.FastCounts()
 		a, err := fast.Grade(ctx, "", in, diff)
-		r1, d1 := grade.FastCounts()
+		r1, d1 := fast.FastCounts()
 		t.Logf("%s %s: fast runner %d runs, %d declined", in.InstanceID, name, r1-r0, d1-d0)
 		if err != nil {
 			t.Fatal(err)
@@ -135,7 +135,7 @@ func TestFastRunnerSameGrades(t *testing.T) {
 			same(t, in, name, d)
 		}
 	}
-	runs, decl := grade.FastCounts()
+	runs, decl := fast.FastCounts()
 	runs, decl = runs-runs0, decl-decl0
 	t.Logf("fast runner: %d runs, %d declined", runs, decl)
 	if runs == 0 || decl == 0 || decl*3 > runs {

@@ -127,6 +127,10 @@ type Grader struct {
 	prepared map[string]*prepared
 	goSeed   string
 	goSeedMu sync.Mutex
+
+	// fastRuns and fastDeclines count the fast runner's runs and declines
+	// (the tests read them).
+	fastRuns, fastDeclines atomic.Int64
 }
 
 // prepared is what a task contributes to every grade, computed once.
@@ -237,10 +241,6 @@ func (g *Grader) gradeOnce(ctx context.Context, suiteDir string, inst *tasks.Ins
 	gr.TotalSeconds = time.Since(start).Seconds()
 	return gr, setup, err
 }
-
-// fastRuns and fastDeclines count the fast runner's runs and declines in
-// this process (for the tests).
-var fastRuns, fastDeclines atomic.Int64
 
 // gradeRun grades once. With fast set, a pytest task whose workspace has
 // the plain shape (plainWorkspace) runs the fast runner; declined reports
@@ -363,9 +363,9 @@ func (g *Grader) gradeRun(ctx context.Context, suiteDir string, inst *tasks.Inst
 		return finish(sandbox.OutcomeSandboxCrash, "close: "+cerr.Error())
 	}
 	if fast {
-		fastRuns.Add(1)
+		g.fastRuns.Add(1)
 		if res.Outcome == sandbox.OutcomeCompleted && res.ExitCode == fastDeclined {
-			fastDeclines.Add(1)
+			g.fastDeclines.Add(1)
 			return gr, nil, true, ctx.Err()
 		}
 	}
