@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/parquet-go/parquet-go"
 
 	"github.com/legorl/legorl/policy/model"
 	"github.com/legorl/legorl/policy/remote/remotetest"
@@ -56,20 +52,8 @@ func TestServePaddedVocabulary(t *testing.T) {
 	store := "file://" + filepath.Join(t.TempDir(), "store")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pr, pw := io.Pipe()
-	var stderr syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, testEnv(nil), []string{"serve", "--policy", policy, "--addr", "127.0.0.1:0", "--record", store,
-			"--run", "pad", "--flush", "1h", "--max-tokens", "24", "--seed", "3"}, pw, &stderr)
-		pw.Close()
-	}()
-	lines := bufio.NewScanner(pr)
-	if !lines.Scan() {
-		t.Fatalf("no banner; stderr %q", stderr.String())
-	}
-	_, url, _ := strings.Cut(lines.Text(), " at ")
-	go io.Copy(io.Discard, pr)
+	url, stderr, done := startServe(t, ctx, "--policy", policy, "--addr", "127.0.0.1:0", "--record", store,
+		"--run", "pad", "--flush", "1h", "--max-tokens", "24", "--seed", "3")
 	for i := range 4 {
 		body := fmt.Sprintf(`{"model": "any", "messages": [{"role": "user", "content": "question %d"}]}`, i)
 		resp, err := http.Post(url+"/chat/completions", "application/json", strings.NewReader(body))
@@ -102,16 +86,7 @@ func TestServePaddedVocabulary(t *testing.T) {
 	if err != nil || len(files) != 1 {
 		t.Fatalf("%d segments files: %v", len(files), err)
 	}
-	rc, err := st.Get(context.Background(), files[0].Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := io.ReadAll(rc)
-	rc.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	segs, err := parquet.Read[schemas.Segment](bytes.NewReader(data), int64(len(data)))
+	segs, err := storage.ReadRows[schemas.Segment](context.Background(), st, files[0])
 	if err != nil || len(segs) != 4 {
 		t.Fatalf("%d segments, %v; want one per call", len(segs), err)
 	}
@@ -224,20 +199,8 @@ func TestServeRemotePaddedID(t *testing.T) {
 			defer fake.Close()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			pr, pw := io.Pipe()
-			var stderr syncBuffer
-			done := make(chan int, 1)
-			go func() {
-				done <- run(ctx, testEnv(nil), []string{"serve", "--policy", policy, "--addr", "127.0.0.1:0",
-					"--remote", kind, "--remote-url", fake.URL, "--max-tokens", "8"}, pw, &stderr)
-				pw.Close()
-			}()
-			lines := bufio.NewScanner(pr)
-			if !lines.Scan() {
-				t.Fatalf("no banner; stderr %q", stderr.String())
-			}
-			_, url, _ := strings.Cut(lines.Text(), " at ")
-			go io.Copy(io.Discard, pr)
+			url, _, done := startServe(t, ctx, "--policy", policy, "--addr", "127.0.0.1:0",
+				"--remote", kind, "--remote-url", fake.URL, "--max-tokens", "8")
 			resp, err := http.Post(url+"/chat/completions", "application/json", strings.NewReader(`{"model": "any", "messages": [{"role": "user", "content": "hi"}]}`))
 			if err != nil {
 				t.Fatal(err)

@@ -17,8 +17,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/parquet-go/parquet-go"
-
 	"github.com/legorl/legorl/policy/tokenizer"
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
@@ -60,20 +58,16 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
-// TestServe runs `legorl serve` with a random-weight policy: a chat call is
-// answered, a periodic flush and the shutdown flush each write a segments
-// file, and the recorded completion decodes to exactly what the client got.
-func TestServe(t *testing.T) {
-	policy := testPolicy(t)
-	store := "file://" + filepath.Join(t.TempDir(), "store")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+// startServe runs `legorl serve` with args until ctx ends. It returns the
+// API's URL (.../v1) from the banner, the command's stderr and a channel
+// that gets its exit code.
+func startServe(t *testing.T, ctx context.Context, args ...string) (url string, stderr *syncBuffer, done <-chan int) {
+	t.Helper()
 	pr, pw := io.Pipe()
-	var stderr syncBuffer
-	done := make(chan int, 1)
+	stderr = &syncBuffer{}
+	code := make(chan int, 1)
 	go func() {
-		done <- run(ctx, testEnv(nil), []string{"serve", "--policy", policy, "--addr", "127.0.0.1:0", "--record", store,
-			"--run", "srv", "--flush", "200ms", "--max-tokens", "12", "--seed", "3"}, pw, &stderr)
+		code <- run(ctx, testEnv(nil), append([]string{"serve"}, args...), pw, stderr)
 		pw.Close()
 	}()
 	lines := bufio.NewScanner(pr)
@@ -85,6 +79,19 @@ func TestServe(t *testing.T) {
 		t.Fatalf("banner %q", lines.Text())
 	}
 	go io.Copy(io.Discard, pr)
+	return url, stderr, code
+}
+
+// TestServe runs `legorl serve` with a random-weight policy: a chat call is
+// answered, a periodic flush and the shutdown flush each write a segments
+// file, and the recorded completion decodes to exactly what the client got.
+func TestServe(t *testing.T) {
+	policy := testPolicy(t)
+	store := "file://" + filepath.Join(t.TempDir(), "store")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	url, stderr, done := startServe(t, ctx, "--policy", policy, "--addr", "127.0.0.1:0", "--record", store,
+		"--run", "srv", "--flush", "200ms", "--max-tokens", "12", "--seed", "3")
 
 	chat := func(content string) string {
 		body := fmt.Sprintf(`{"model": "any", "messages": [{"role": "user", "content": %q}]}`, content)
@@ -132,16 +139,7 @@ func TestServe(t *testing.T) {
 	}
 	tok, _ := tokenizer.Load(testTokenizerPath)
 	for i, e := range got {
-		rc, err := st.Get(context.Background(), e.Key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := io.ReadAll(rc)
-		rc.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		segs, err := parquet.Read[schemas.Segment](bytes.NewReader(data), int64(len(data)))
+		segs, err := storage.ReadRows[schemas.Segment](context.Background(), st, e)
 		if err != nil || len(segs) != 1 {
 			t.Fatalf("file %d: %d segments, %v", i, len(segs), err)
 		}
