@@ -79,12 +79,8 @@ func (messagesFormat) countTokens(w http.ResponseWriter, inputTokens int) {
 // decodeMessages parses a Messages body; call is false for count_tokens,
 // which has no generation settings.
 func decodeMessages(body []byte, call bool) (Turn, *apiError) {
-	var t Turn
-	req, e := parseWireObject(body, "")
+	t, req, e := parseWireRequest(body)
 	if e != nil {
-		return t, e
-	}
-	if t.Model, e = req.requiredStr("model"); e != nil {
 		return t, e
 	}
 	if call {

@@ -103,12 +103,8 @@ func (responsesFormat) idPrefix() string { return "resp_" }
 
 // decode parses a Responses request body.
 func (responsesFormat) decode(body []byte) (Turn, *apiError) {
-	var t Turn
-	req, e := parseWireObject(body, "")
+	t, req, e := parseWireRequest(body)
 	if e != nil {
-		return t, e
-	}
-	if t.Model, e = req.requiredStr("model"); e != nil {
 		return t, e
 	}
 	for _, k := range []string{"previous_response_id", "conversation", "prompt"} {
@@ -849,6 +845,18 @@ func (s *responsesStream) fail(e *apiError) {
 type wireObject struct {
 	path   string
 	fields map[string]json.RawMessage
+}
+
+// parseWireRequest parses a Responses or Messages request body: a JSON
+// object with a model, which starts the Turn.
+func parseWireRequest(body []byte) (Turn, wireObject, *apiError) {
+	var t Turn
+	req, e := parseWireObject(body, "")
+	if e != nil {
+		return t, req, e
+	}
+	t.Model, e = req.requiredStr("model")
+	return t, req, e
 }
 
 // parseWireObject splits raw, which must be a JSON object, into its fields.
