@@ -28,20 +28,7 @@ import (
 // cannot decode. It returns the folder and the tokenizer.
 func paddedPolicy(t *testing.T) (string, *tokenizer.Tokenizer) {
 	t.Helper()
-	dir := t.TempDir()
-	tok, err := tokenizer.Load(testTokenizerPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(dir, "config.json")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`{"model_type": "qwen3", "vocab_size": %d, "hidden_size": 64, "intermediate_size": 128,
-		"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-		"max_position_embeddings": 4096, "tie_word_embeddings": true}`, 4*tok.VocabSize())), 0o644)
-	policy := filepath.Join(dir, "policy")
-	if code, _, stderr := runCLI(t, testEnv(nil), "model", "init", "--config", cfg, "--tokenizer", testTokenizerPath, "--out", policy, "--seed", "4"); code != 0 {
-		t.Fatal(stderr)
-	}
-	return policy, tok
+	return initPolicy(t, 4, "--seed", "4")
 }
 
 // TestServePaddedVocabulary serves a padded checkpoint: every chat call is

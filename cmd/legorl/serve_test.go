@@ -29,20 +29,32 @@ const testTokenizerPath = "../../policy/tokenizer/testdata/small/tokenizer.json"
 // has 4096, past this tokenizer's ids, which a random model samples).
 func testPolicy(t *testing.T) string {
 	t.Helper()
+	policy, _ := initPolicy(t, 1)
+	return policy
+}
+
+// initPolicy makes a tiny random-weight Qwen3 checkpoint with `legorl model
+// init` (args added to its flags) whose vocab_size is pad times the test
+// tokenizer's ids. It returns the folder and the tokenizer.
+func initPolicy(t *testing.T, pad int, args ...string) (string, *tokenizer.Tokenizer) {
+	t.Helper()
 	dir := t.TempDir()
 	tok, err := tokenizer.Load(testTokenizerPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(dir, "config.json")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`{"model_type": "qwen3", "vocab_size": %d, "hidden_size": 64, "intermediate_size": 128,
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`{"model_type": "qwen3", "vocab_size": %d, "hidden_size": 64, "intermediate_size": 128,
 		"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-		"max_position_embeddings": 4096, "tie_word_embeddings": true}`, tok.VocabSize())), 0o644)
+		"max_position_embeddings": 4096, "tie_word_embeddings": true}`, pad*tok.VocabSize())), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	policy := filepath.Join(dir, "policy")
-	if code, _, stderr := runCLI(t, testEnv(nil), "model", "init", "--config", cfg, "--tokenizer", testTokenizerPath, "--out", policy); code != 0 {
+	argv := append([]string{"model", "init", "--config", cfg, "--tokenizer", testTokenizerPath, "--out", policy}, args...)
+	if code, _, stderr := runCLI(t, testEnv(nil), argv...); code != 0 {
 		t.Fatal(stderr)
 	}
-	return policy
+	return policy, tok
 }
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
