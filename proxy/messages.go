@@ -79,12 +79,8 @@ func (messagesFormat) countTokens(w http.ResponseWriter, inputTokens int) {
 // decodeMessages parses a Messages body; call is false for count_tokens,
 // which has no generation settings.
 func decodeMessages(body []byte, call bool) (Turn, *apiError) {
-	var t Turn
-	req, e := parseWireObject(body, "")
+	t, req, e := parseWireRequest(body)
 	if e != nil {
-		return t, e
-	}
-	if t.Model, e = req.requiredStr("model"); e != nil {
 		return t, e
 	}
 	if call {
@@ -326,32 +322,15 @@ func (c *messagesConversation) user(o wireObject) *apiError {
 // messagesResultText reads a tool result's content: a string or text
 // (image, document) blocks.
 func messagesResultText(b wireObject) (string, *apiError) {
-	switch k := b.kind("content"); k {
-	case 'n':
-		return "", nil
-	case 's':
-		return b.str("content")
-	case 'a':
-	default:
-		return "", badRequest(b.param("content"), "proxy: %s must be a string or an array of content blocks, not %s", b.param("content"), kindName(k))
-	}
-	var texts []string
-	e := b.each("content", func(p wireObject) *apiError {
-		typ, e := p.requiredStr("type")
-		var text string
-		switch {
-		case e != nil:
-		case typ == "text":
-			text, e = p.str("text")
-		case typ == "image" || typ == "document":
-			text = omittedWireMedia(typ)
-		default:
-			e = p.unsupported("type", typ, "a tool result holds text, image and document blocks")
+	return wireTexts(b, "content", "content blocks", func(p wireObject, typ string) (string, *apiError) {
+		switch typ {
+		case "text":
+			return p.str("text")
+		case "image", "document":
+			return omittedWireMedia(typ), nil
 		}
-		texts = append(texts, text)
-		return e
+		return "", p.unsupported("type", typ, "a tool result holds text, image and document blocks")
 	})
-	return joinWireTexts(texts), e
 }
 
 // assistant decodes the blocks of an assistant message into one message.

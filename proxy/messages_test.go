@@ -317,17 +317,7 @@ func TestMessagesSDK(t *testing.T) {
 				want = append(want, chat.Message{Role: chat.RoleTool, ToolCallID: tc.ID, Name: tc.Name, Content: "output of " + tc.Name})
 			}
 			want = append(want, chat.Message{Role: chat.RoleUser, Content: "<system-reminder>go on</system-reminder>"})
-			if !turn.Stream || len(turn.Messages) != len(want) {
-				t.Fatalf("second turn:\n%s", turnJSON(t, turn))
-			}
-			for i := range want {
-				g, w := turn.Messages[i], want[i]
-				if g.Role != w.Role || g.Content != w.Content || g.ReasoningContent != w.ReasoningContent ||
-					g.ToolCallID != w.ToolCallID || g.Name != w.Name {
-					t.Errorf("message %d: %+v, want %+v", i, g, w)
-				}
-				checkWireCalls(t, g.ToolCalls, w.ToolCalls)
-			}
+			checkSecondTurn(t, turn, want)
 
 			count, err := client.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{Model: "qwen3-test", Messages: params.Messages,
 				System: anthropic.MessageCountTokensParamsSystemUnion{OfString: anthropic.String("s")}})

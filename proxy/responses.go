@@ -70,17 +70,41 @@ func omittedWireMedia(kind string) string {
 // a chat template that takes string content.
 func joinWireTexts(parts []string) string { return strings.Join(parts, "\n") }
 
+// wireTexts reads the field key of o, which holds text: absent (""), a
+// string, or an array of typed parts (named parts in the error) whose texts
+// part reads, joined by joinWireTexts. Both the Responses content fields
+// and the Messages tool results have this shape; only the part types
+// differ.
+func wireTexts(o wireObject, key, parts string, part func(p wireObject, typ string) (string, *apiError)) (string, *apiError) {
+	switch k := o.kind(key); k {
+	case 'n':
+		return "", nil
+	case 's':
+		return o.str(key)
+	case 'a':
+	default:
+		return "", badRequest(o.param(key), "proxy: %s must be a string or an array of %s, not %s", o.param(key), parts, kindName(k))
+	}
+	var texts []string
+	e := o.each(key, func(p wireObject) *apiError {
+		typ, e := p.requiredStr("type")
+		var text string
+		if e == nil {
+			text, e = part(p, typ)
+		}
+		texts = append(texts, text)
+		return e
+	})
+	return joinWireTexts(texts), e
+}
+
 // idPrefix makes the proxy's reply ids resp_....
 func (responsesFormat) idPrefix() string { return "resp_" }
 
 // decode parses a Responses request body.
 func (responsesFormat) decode(body []byte) (Turn, *apiError) {
-	var t Turn
-	req, e := parseWireObject(body, "")
+	t, req, e := parseWireRequest(body)
 	if e != nil {
-		return t, e
-	}
-	if t.Model, e = req.requiredStr("model"); e != nil {
 		return t, e
 	}
 	for _, k := range []string{"previous_response_id", "conversation", "prompt"} {
@@ -395,36 +419,19 @@ func responsesMessage(o wireObject) (chat.Message, *apiError) {
 // responsesContent reads a content field: a string or a list of parts,
 // whose texts are joined; images and files become a placeholder.
 func responsesContent(o wireObject, key string) (string, *apiError) {
-	switch k := o.kind(key); k {
-	case 'n':
-		return "", nil
-	case 's':
-		return o.str(key)
-	case 'a':
-	default:
-		return "", badRequest(o.param(key), "proxy: %s must be a string or an array of content parts, not %s", o.param(key), kindName(k))
-	}
-	var texts []string
-	e := o.each(key, func(p wireObject) *apiError {
-		typ, e := p.requiredStr("type")
-		var text string
-		switch {
-		case e != nil:
-		case typ == "input_text" || typ == "output_text":
-			text, e = p.str("text")
-		case typ == "refusal":
-			text, e = p.str("refusal")
-		case typ == "input_image":
-			text = omittedWireMedia("image")
-		case typ == "input_file":
-			text = omittedWireMedia("file")
-		default:
-			e = p.unsupported("type", typ, "the proxy reads text parts only")
+	return wireTexts(o, key, "content parts", func(p wireObject, typ string) (string, *apiError) {
+		switch typ {
+		case "input_text", "output_text":
+			return p.str("text")
+		case "refusal":
+			return p.str("refusal")
+		case "input_image":
+			return omittedWireMedia("image"), nil
+		case "input_file":
+			return omittedWireMedia("file"), nil
 		}
-		texts = append(texts, text)
-		return e
+		return "", p.unsupported("type", typ, "the proxy reads text parts only")
 	})
-	return joinWireTexts(texts), e
 }
 
 // responsesFunctionCall decodes a function_call item; its arguments must
@@ -838,6 +845,18 @@ func (s *responsesStream) fail(e *apiError) {
 type wireObject struct {
 	path   string
 	fields map[string]json.RawMessage
+}
+
+// parseWireRequest parses a Responses or Messages request body: a JSON
+// object with a model, which starts the Turn.
+func parseWireRequest(body []byte) (Turn, wireObject, *apiError) {
+	var t Turn
+	req, e := parseWireObject(body, "")
+	if e != nil {
+		return t, req, e
+	}
+	t.Model, e = req.requiredStr("model")
+	return t, req, e
 }
 
 // parseWireObject splits raw, which must be a JSON object, into its fields.

@@ -577,6 +577,42 @@ func checkWireCalls(t *testing.T, got, want []chat.ToolCall) {
 	}
 }
 
+// checkSecondTurn checks the Turn a client's second, streamed call decoded
+// to: want's messages, tool calls compared as JSON.
+func checkSecondTurn(t *testing.T, turn Turn, want []chat.Message) {
+	t.Helper()
+	if !turn.Stream || len(turn.Messages) != len(want) {
+		t.Fatalf("second turn:\n%s", turnJSON(t, turn))
+	}
+	for i := range want {
+		g, w := turn.Messages[i], want[i]
+		if g.Role != w.Role || g.Content != w.Content || g.ReasoningContent != w.ReasoningContent ||
+			g.ToolCallID != w.ToolCallID || g.Name != w.Name {
+			t.Errorf("message %d: %+v, want %+v", i, g, w)
+		}
+		checkWireCalls(t, g.ToolCalls, w.ToolCalls)
+	}
+}
+
+// outputAsInput appends resp's output items (reasoning, messages, function
+// calls) to input, as a stateless client such as Codex sends them back.
+func outputAsInput(input responses.ResponseInputParam, resp *responses.Response) responses.ResponseInputParam {
+	for _, item := range resp.Output {
+		switch item.Type {
+		case "reasoning":
+			p := item.AsReasoning().ToParam()
+			input = append(input, responses.ResponseInputItemUnionParam{OfReasoning: &p})
+		case "message":
+			p := item.AsMessage().ToParam()
+			input = append(input, responses.ResponseInputItemUnionParam{OfOutputMessage: &p})
+		case "function_call":
+			p := item.AsFunctionCall().ToParam()
+			input = append(input, responses.ResponseInputItemUnionParam{OfFunctionCall: &p})
+		}
+	}
+	return input
+}
+
 // sameJSON reports whether a and b hold the same JSON value.
 func sameJSON(t *testing.T, a, b []byte) bool {
 	t.Helper()
@@ -628,20 +664,7 @@ func TestResponsesSDK(t *testing.T) {
 
 			// The second call sends the output back, as Codex does, with a
 			// result for every call, and streams.
-			input := params.Input.OfInputItemList
-			for _, item := range resp.Output {
-				switch item.Type {
-				case "reasoning":
-					p := item.AsReasoning().ToParam()
-					input = append(input, responses.ResponseInputItemUnionParam{OfReasoning: &p})
-				case "message":
-					p := item.AsMessage().ToParam()
-					input = append(input, responses.ResponseInputItemUnionParam{OfOutputMessage: &p})
-				case "function_call":
-					p := item.AsFunctionCall().ToParam()
-					input = append(input, responses.ResponseInputItemUnionParam{OfFunctionCall: &p})
-				}
-			}
+			input := outputAsInput(params.Input.OfInputItemList, resp)
 			for _, tc := range r.ToolCalls {
 				out := responses.ResponseInputItemParamOfFunctionCallOutput("output of " + tc.Name)
 				out.OfFunctionCallOutput.CallID = openai.String(tc.ID)
@@ -701,17 +724,7 @@ func TestResponsesSDK(t *testing.T) {
 			for _, tc := range r.ToolCalls {
 				want = append(want, chat.Message{Role: chat.RoleTool, ToolCallID: tc.ID, Name: tc.Name, Content: "output of " + tc.Name})
 			}
-			if !turn.Stream || len(turn.Messages) != len(want) {
-				t.Fatalf("second turn:\n%s", turnJSON(t, turn))
-			}
-			for i := range want {
-				g, w := turn.Messages[i], want[i]
-				if g.Role != w.Role || g.Content != w.Content || g.ReasoningContent != w.ReasoningContent ||
-					g.ToolCallID != w.ToolCallID || g.Name != w.Name {
-					t.Errorf("message %d: %+v, want %+v", i, g, w)
-				}
-				checkWireCalls(t, g.ToolCalls, w.ToolCalls)
-			}
+			checkSecondTurn(t, turn, want)
 		})
 	}
 }

@@ -165,9 +165,25 @@ func (p *Proxy) Open(id string, opt RolloutOptions) error {
 	if _, ok := p.rollouts[id]; ok {
 		return fmt.Errorf("%w: %s", ErrRolloutExists, id)
 	}
-	p.rollouts[id] = &rollout{id: id, opt: opt, sampling: s, sem: make(chan struct{}, 1), rec: newRecorder(),
-		m: Metrics{Forks: map[string]int{}}}
+	p.rollouts[id] = newRollout(id, opt, s)
 	return nil
+}
+
+// newRollout is an open rollout with nothing recorded yet.
+func newRollout(id string, opt RolloutOptions, s infer.Sampling) *rollout {
+	return &rollout{id: id, opt: opt, sampling: s, sem: make(chan struct{}, 1), rec: newRecorder(),
+		m: Metrics{Forks: map[string]int{}}}
+}
+
+// end waits for the call in progress, if any, closes ro to later calls and
+// returns what it recorded: the common end of Finish and Rotate, which have
+// already taken ro out of (or replaced it in) the proxy's table.
+func (ro *rollout) end() Record {
+	ro.lock(context.Background())
+	defer ro.unlock()
+	ro.closed = true
+	ro.forget()
+	return ro.record()
 }
 
 // Finish stops serving rollout id and returns what it recorded. It waits
@@ -180,15 +196,12 @@ func (p *Proxy) Finish(id string) (Record, error) {
 	if !ok {
 		return Record{}, fmt.Errorf("%w: %s", ErrNoRollout, id)
 	}
-	ro.lock(context.Background())
-	defer ro.unlock()
-	ro.closed = true
-	ro.forget()
+	rec := ro.end()
 	if e, ok := p.opt.Generator.(sessionEnder); ok {
 		e.EndSession(ro.id)
 		e.EndSession(ro.id + sideSession)
 	}
-	return ro.record(), nil
+	return rec, nil
 }
 
 // Rotate ends rollout id and opens a fresh one under the same id in one
@@ -200,18 +213,13 @@ func (p *Proxy) Rotate(id string) (Record, error) {
 	p.mu.Lock()
 	ro, ok := p.rollouts[id]
 	if ok {
-		p.rollouts[id] = &rollout{id: id, opt: ro.opt, sampling: ro.sampling, sem: make(chan struct{}, 1),
-			rec: newRecorder(), m: Metrics{Forks: map[string]int{}}}
+		p.rollouts[id] = newRollout(id, ro.opt, ro.sampling)
 	}
 	p.mu.Unlock()
 	if !ok {
 		return Record{}, fmt.Errorf("%w: %s", ErrNoRollout, id)
 	}
-	ro.lock(context.Background())
-	defer ro.unlock()
-	ro.closed = true
-	ro.forget()
-	return ro.record(), nil
+	return ro.end(), nil
 }
 
 // sessionEnder is implemented by generators that keep a KV cache per

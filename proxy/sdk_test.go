@@ -158,20 +158,7 @@ func TestResponsesSDKEndToEnd(t *testing.T) {
 	if len(m1.ToolCalls) != 1 {
 		t.Fatalf("first reply %s", first.RawJSON())
 	}
-	input := params.Input.OfInputItemList
-	for _, item := range first.Output {
-		switch item.Type {
-		case "reasoning":
-			p := item.AsReasoning().ToParam()
-			input = append(input, responses.ResponseInputItemUnionParam{OfReasoning: &p})
-		case "message":
-			p := item.AsMessage().ToParam()
-			input = append(input, responses.ResponseInputItemUnionParam{OfOutputMessage: &p})
-		case "function_call":
-			p := item.AsFunctionCall().ToParam()
-			input = append(input, responses.ResponseInputItemUnionParam{OfFunctionCall: &p})
-		}
-	}
+	input := outputAsInput(params.Input.OfInputItemList, first)
 	out := responses.ResponseInputItemParamOfFunctionCallOutput("a.py\nb.py")
 	out.OfFunctionCallOutput.CallID = openai.String(m1.ToolCalls[0].ID)
 	params.Input.OfInputItemList = append(input, out)

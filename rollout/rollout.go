@@ -156,6 +156,23 @@ func (c Config) check() error {
 	return nil
 }
 
+// DefaultDeadlines gives the phase deadlines of a rollout (Config's
+// SetupTimeout, AgentTimeout, GradeTimeout) with each one not positive
+// replaced by its default: 5, 30 and 10 minutes. The pipelines' configs
+// (transforms.Config) default theirs here too.
+func DefaultDeadlines(setup, agent, grading time.Duration) (time.Duration, time.Duration, time.Duration) {
+	if setup <= 0 {
+		setup = 5 * time.Minute
+	}
+	if agent <= 0 {
+		agent = 30 * time.Minute
+	}
+	if grading <= 0 {
+		grading = 10 * time.Minute
+	}
+	return setup, agent, grading
+}
+
 func (c Config) withDefaults() Config {
 	if c.Grader == nil {
 		c.Grader = grade.New(c.Backend, grade.Options{})
@@ -169,15 +186,7 @@ func (c Config) withDefaults() Config {
 	if c.GroupID == "" {
 		c.GroupID = GroupID(c.RunID, c.Iteration, c.Instance.InstanceID)
 	}
-	if c.SetupTimeout <= 0 {
-		c.SetupTimeout = 5 * time.Minute
-	}
-	if c.AgentTimeout <= 0 {
-		c.AgentTimeout = 30 * time.Minute
-	}
-	if c.GradeTimeout <= 0 {
-		c.GradeTimeout = 10 * time.Minute
-	}
+	c.SetupTimeout, c.AgentTimeout, c.GradeTimeout = DefaultDeadlines(c.SetupTimeout, c.AgentTimeout, c.GradeTimeout)
 	return c
 }
 

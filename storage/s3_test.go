@@ -309,38 +309,13 @@ func TestS3MultipartFailedBody(t *testing.T) {
 
 func TestS3ConcurrentMultipartPuts(t *testing.T) {
 	const n = 3
-	ctx := context.Background()
 	st := s3test.Store(t)
 	st.PartSize = 5 << 20
 	bodies := make([][]byte, n)
 	for i := range bodies {
 		bodies[i] = randomBytes(uint64(10+i), 6<<20)
 	}
-	start := make(chan struct{})
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			errs[i] = st.Put(ctx, "race/big", bytes.NewReader(bodies[i]), int64(len(bodies[i])))
-		})
-	}
-	close(start)
-	wg.Wait()
-	winner := -1
-	for i, err := range errs {
-		switch {
-		case err == nil && winner >= 0:
-			t.Fatalf("puts %d and %d both succeeded", winner, i)
-		case err == nil:
-			winner = i
-		case !errors.Is(err, storage.ErrExists):
-			t.Errorf("put %d: got %v, want ErrExists", i, err)
-		}
-	}
-	if winner < 0 {
-		t.Fatal("no put succeeded")
-	}
+	winner := racePuts(t, st, "race/big", bodies)
 	if got := mustGet(t, st, "race/big"); !bytes.Equal(got, bodies[winner]) {
 		t.Fatalf("object is not the winner's (%d) body", winner)
 	}

@@ -406,38 +406,50 @@ func TestStoreFailedPutLeavesNothing(t *testing.T) {
 func TestStoreConcurrentPuts(t *testing.T) {
 	const n = 8
 	forEachBackend(t, func(t *testing.T, st storage.Store) {
-		ctx := context.Background()
-		start := make(chan struct{})
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Go(func() {
-				body := bytes.Repeat([]byte{byte('a' + i)}, 64<<10)
-				<-start
-				errs[i] = st.Put(ctx, "race/obj", bytes.NewReader(body), int64(len(body)))
-			})
+		bodies := make([][]byte, n)
+		for i := range bodies {
+			bodies[i] = bytes.Repeat([]byte{byte('a' + i)}, 64<<10)
 		}
-		close(start)
-		wg.Wait()
-		winner := -1
-		for i, err := range errs {
-			switch {
-			case err == nil && winner >= 0:
-				t.Fatalf("puts %d and %d both succeeded", winner, i)
-			case err == nil:
-				winner = i
-			case !errors.Is(err, storage.ErrExists):
-				t.Errorf("put %d: got %v, want ErrExists", i, err)
-			}
-		}
-		if winner < 0 {
-			t.Fatal("no put succeeded")
-		}
+		winner := racePuts(t, st, "race/obj", bodies)
 		want := bytes.Repeat([]byte{byte('a' + winner)}, 64<<10)
 		if got := mustGet(t, st, "race/obj"); !bytes.Equal(got, want) {
 			t.Fatalf("object is not the winner's (%d) body", winner)
 		}
 	})
+}
+
+// racePuts puts each of bodies at key at once, from a goroutine each, and
+// returns the index of the one put that succeeded: the others must fail
+// with ErrExists.
+func racePuts(t *testing.T, st storage.Store, key string, bodies [][]byte) (winner int) {
+	t.Helper()
+	ctx := context.Background()
+	start := make(chan struct{})
+	errs := make([]error, len(bodies))
+	var wg sync.WaitGroup
+	for i, body := range bodies {
+		wg.Go(func() {
+			<-start
+			errs[i] = st.Put(ctx, key, bytes.NewReader(body), int64(len(body)))
+		})
+	}
+	close(start)
+	wg.Wait()
+	winner = -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Fatalf("puts %d and %d both succeeded", winner, i)
+		case err == nil:
+			winner = i
+		case !errors.Is(err, storage.ErrExists):
+			t.Errorf("put %d: got %v, want ErrExists", i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no put succeeded")
+	}
+	return winner
 }
 
 func TestOpenFile(t *testing.T) {

@@ -129,15 +129,7 @@ func (c Config) WithDefaults() Config {
 	if c.Parallel <= 0 {
 		c.Parallel = 4
 	}
-	if c.SetupTimeout <= 0 {
-		c.SetupTimeout = 5 * time.Minute
-	}
-	if c.AgentTimeout <= 0 {
-		c.AgentTimeout = 30 * time.Minute
-	}
-	if c.GradeTimeout <= 0 {
-		c.GradeTimeout = 10 * time.Minute
-	}
+	c.SetupTimeout, c.AgentTimeout, c.GradeTimeout = rollout.DefaultDeadlines(c.SetupTimeout, c.AgentTimeout, c.GradeTimeout)
 	if c.TailShare <= 0 {
 		c.TailShare = 0.75
 	}

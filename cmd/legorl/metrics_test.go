@@ -69,22 +69,7 @@ func TestServeMetrics(t *testing.T) {
 	policy := testPolicy(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pr, pw := io.Pipe()
-	var stderr syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, testEnv(nil), []string{"serve", "--policy", policy, "--addr", "127.0.0.1:0", "--max-tokens", "12"}, pw, &stderr)
-		pw.Close()
-	}()
-	lines := bufio.NewScanner(pr)
-	if !lines.Scan() {
-		t.Fatalf("no banner; stderr %q", stderr.String())
-	}
-	_, url, ok := strings.Cut(lines.Text(), " at ")
-	if !ok || !strings.HasSuffix(url, "/v1") {
-		t.Fatalf("banner %q", lines.Text())
-	}
-	go io.Copy(io.Discard, pr)
+	url, stderr, done := startServe(t, ctx, "--policy", policy, "--addr", "127.0.0.1:0", "--max-tokens", "12")
 	metricsURL := strings.TrimSuffix(url, "/v1") + "/metrics"
 
 	before, ok := scrape(metricsURL)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/parquet-go/parquet-go"
 
 	"github.com/legorl/legorl/policy/model"
 	"github.com/legorl/legorl/policy/remote/remotetest"
@@ -32,20 +28,7 @@ import (
 // cannot decode. It returns the folder and the tokenizer.
 func paddedPolicy(t *testing.T) (string, *tokenizer.Tokenizer) {
 	t.Helper()
-	dir := t.TempDir()
-	tok, err := tokenizer.Load(testTokenizerPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(dir, "config.json")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`{"model_type": "qwen3", "vocab_size": %d, "hidden_size": 64, "intermediate_size": 128,
-		"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-		"max_position_embeddings": 4096, "tie_word_embeddings": true}`, 4*tok.VocabSize())), 0o644)
-	policy := filepath.Join(dir, "policy")
-	if code, _, stderr := runCLI(t, testEnv(nil), "model", "init", "--config", cfg, "--tokenizer", testTokenizerPath, "--out", policy, "--seed", "4"); code != 0 {
-		t.Fatal(stderr)
-	}
-	return policy, tok
+	return initPolicy(t, 4, "--seed", "4")
 }
 
 // TestServePaddedVocabulary serves a padded checkpoint: every chat call is
@@ -56,20 +39,8 @@ func TestServePaddedVocabulary(t *testing.T) {
 	store := "file://" + filepath.Join(t.TempDir(), "store")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pr, pw := io.Pipe()
-	var stderr syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, testEnv(nil), []string{"serve", "--policy", policy, "--addr", "127.0.0.1:0", "--record", store,
-			"--run", "pad", "--flush", "1h", "--max-tokens", "24", "--seed", "3"}, pw, &stderr)
-		pw.Close()
-	}()
-	lines := bufio.NewScanner(pr)
-	if !lines.Scan() {
-		t.Fatalf("no banner; stderr %q", stderr.String())
-	}
-	_, url, _ := strings.Cut(lines.Text(), " at ")
-	go io.Copy(io.Discard, pr)
+	url, stderr, done := startServe(t, ctx, "--policy", policy, "--addr", "127.0.0.1:0", "--record", store,
+		"--run", "pad", "--flush", "1h", "--max-tokens", "24", "--seed", "3")
 	for i := range 4 {
 		body := fmt.Sprintf(`{"model": "any", "messages": [{"role": "user", "content": "question %d"}]}`, i)
 		resp, err := http.Post(url+"/chat/completions", "application/json", strings.NewReader(body))
@@ -102,16 +73,7 @@ func TestServePaddedVocabulary(t *testing.T) {
 	if err != nil || len(files) != 1 {
 		t.Fatalf("%d segments files: %v", len(files), err)
 	}
-	rc, err := st.Get(context.Background(), files[0].Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := io.ReadAll(rc)
-	rc.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	segs, err := parquet.Read[schemas.Segment](bytes.NewReader(data), int64(len(data)))
+	segs, err := storage.ReadRows[schemas.Segment](context.Background(), st, files[0])
 	if err != nil || len(segs) != 4 {
 		t.Fatalf("%d segments, %v; want one per call", len(segs), err)
 	}
@@ -224,20 +186,8 @@ func TestServeRemotePaddedID(t *testing.T) {
 			defer fake.Close()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			pr, pw := io.Pipe()
-			var stderr syncBuffer
-			done := make(chan int, 1)
-			go func() {
-				done <- run(ctx, testEnv(nil), []string{"serve", "--policy", policy, "--addr", "127.0.0.1:0",
-					"--remote", kind, "--remote-url", fake.URL, "--max-tokens", "8"}, pw, &stderr)
-				pw.Close()
-			}()
-			lines := bufio.NewScanner(pr)
-			if !lines.Scan() {
-				t.Fatalf("no banner; stderr %q", stderr.String())
-			}
-			_, url, _ := strings.Cut(lines.Text(), " at ")
-			go io.Copy(io.Discard, pr)
+			url, _, done := startServe(t, ctx, "--policy", policy, "--addr", "127.0.0.1:0",
+				"--remote", kind, "--remote-url", fake.URL, "--max-tokens", "8")
 			resp, err := http.Post(url+"/chat/completions", "application/json", strings.NewReader(`{"model": "any", "messages": [{"role": "user", "content": "hi"}]}`))
 			if err != nil {
 				t.Fatal(err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -107,19 +106,7 @@ func TestPrometheus(t *testing.T) {
 	defer cancel()
 
 	// legorl serve, its address from the banner.
-	pr, pw := io.Pipe()
-	var serveErr syncBuffer
-	serveDone := make(chan int, 1)
-	go func() {
-		serveDone <- run(ctx, testEnv(nil), []string{"serve", "--policy", testPolicy(t), "--addr", "127.0.0.1:0", "--max-tokens", "8"}, pw, &serveErr)
-		pw.Close()
-	}()
-	lines := bufio.NewScanner(pr)
-	if !lines.Scan() {
-		t.Fatalf("no banner; stderr %q", serveErr.String())
-	}
-	_, apiURL, _ := strings.Cut(lines.Text(), " at ")
-	go io.Copy(io.Discard, pr)
+	apiURL, _, serveDone := startServe(t, ctx, "--policy", testPolicy(t), "--addr", "127.0.0.1:0", "--max-tokens", "8")
 	serveAddr := strings.TrimSuffix(strings.TrimPrefix(apiURL, "http://"), "/v1")
 	runAddr, promAddr := freeAddr(t), freeAddr(t)
 

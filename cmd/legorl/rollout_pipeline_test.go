@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/parquet-go/parquet-go"
-
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/tasks/builtin"
@@ -88,13 +86,7 @@ func TestRolloutPipelineKillResume(t *testing.T) {
 	}
 	seen := map[string]int{}
 	for _, f := range files {
-		rc, err := st.Get(context.Background(), f.Key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, _ := io.ReadAll(rc)
-		rc.Close()
-		rows, err := parquet.Read[schemas.Rollout](bytes.NewReader(data), int64(len(data)))
+		rows, err := storage.ReadRows[schemas.Rollout](context.Background(), st, f)
 		if err != nil {
 			t.Fatal(err)
 		}

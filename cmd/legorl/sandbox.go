@@ -96,11 +96,7 @@ func runSandboxExec(ctx context.Context, env *environ, args []string, stdout, st
 	if *timeout <= 0 || *memory <= 0 || *pids <= 0 {
 		return fmt.Errorf("--timeout, --memory and --pids must be positive")
 	}
-	newBackend, ok := sandboxBackends()[*backend]
-	if !ok {
-		return fmt.Errorf("unknown backend %q: want one of %s", *backend, strings.Join(backendNames(), ", "))
-	}
-	b, err := newBackend(ctx)
+	b, err := openBackend(ctx, *backend)
 	if err != nil {
 		return err
 	}
@@ -139,6 +135,15 @@ func runSandboxExec(ctx context.Context, env *environ, args []string, stdout, st
 		return cerr
 	}
 	return nil
+}
+
+// openBackend starts the sandbox backend called name (see sandboxBackends).
+func openBackend(ctx context.Context, name string) (sandbox.Backend, error) {
+	newBackend, ok := sandboxBackends()[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown backend %q: want one of %s", name, strings.Join(backendNames(), ", "))
+	}
+	return newBackend(ctx)
 }
 
 func backendNames() []string {

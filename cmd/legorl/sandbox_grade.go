@@ -45,11 +45,7 @@ func runSandboxGrade(ctx context.Context, env *environ, args []string, stdout, s
 	if err != nil {
 		return fmt.Errorf("diff: %w", err)
 	}
-	newBackend, ok := sandboxBackends()[*backend]
-	if !ok {
-		return fmt.Errorf("unknown backend %q: want one of %s", *backend, strings.Join(backendNames(), ", "))
-	}
-	b, err := newBackend(ctx)
+	b, err := openBackend(ctx, *backend)
 	if err != nil {
 		return err
 	}

@@ -17,8 +17,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/parquet-go/parquet-go"
-
 	"github.com/legorl/legorl/policy/tokenizer"
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
@@ -31,20 +29,32 @@ const testTokenizerPath = "../../policy/tokenizer/testdata/small/tokenizer.json"
 // has 4096, past this tokenizer's ids, which a random model samples).
 func testPolicy(t *testing.T) string {
 	t.Helper()
+	policy, _ := initPolicy(t, 1)
+	return policy
+}
+
+// initPolicy makes a tiny random-weight Qwen3 checkpoint with `legorl model
+// init` (args added to its flags) whose vocab_size is pad times the test
+// tokenizer's ids. It returns the folder and the tokenizer.
+func initPolicy(t *testing.T, pad int, args ...string) (string, *tokenizer.Tokenizer) {
+	t.Helper()
 	dir := t.TempDir()
 	tok, err := tokenizer.Load(testTokenizerPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(dir, "config.json")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`{"model_type": "qwen3", "vocab_size": %d, "hidden_size": 64, "intermediate_size": 128,
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`{"model_type": "qwen3", "vocab_size": %d, "hidden_size": 64, "intermediate_size": 128,
 		"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-		"max_position_embeddings": 4096, "tie_word_embeddings": true}`, tok.VocabSize())), 0o644)
+		"max_position_embeddings": 4096, "tie_word_embeddings": true}`, pad*tok.VocabSize())), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	policy := filepath.Join(dir, "policy")
-	if code, _, stderr := runCLI(t, testEnv(nil), "model", "init", "--config", cfg, "--tokenizer", testTokenizerPath, "--out", policy); code != 0 {
+	argv := append([]string{"model", "init", "--config", cfg, "--tokenizer", testTokenizerPath, "--out", policy}, args...)
+	if code, _, stderr := runCLI(t, testEnv(nil), argv...); code != 0 {
 		t.Fatal(stderr)
 	}
-	return policy
+	return policy, tok
 }
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
@@ -60,20 +70,16 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
-// TestServe runs `legorl serve` with a random-weight policy: a chat call is
-// answered, a periodic flush and the shutdown flush each write a segments
-// file, and the recorded completion decodes to exactly what the client got.
-func TestServe(t *testing.T) {
-	policy := testPolicy(t)
-	store := "file://" + filepath.Join(t.TempDir(), "store")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+// startServe runs `legorl serve` with args until ctx ends. It returns the
+// API's URL (.../v1) from the banner, the command's stderr and a channel
+// that gets its exit code.
+func startServe(t *testing.T, ctx context.Context, args ...string) (url string, stderr *syncBuffer, done <-chan int) {
+	t.Helper()
 	pr, pw := io.Pipe()
-	var stderr syncBuffer
-	done := make(chan int, 1)
+	stderr = &syncBuffer{}
+	code := make(chan int, 1)
 	go func() {
-		done <- run(ctx, testEnv(nil), []string{"serve", "--policy", policy, "--addr", "127.0.0.1:0", "--record", store,
-			"--run", "srv", "--flush", "200ms", "--max-tokens", "12", "--seed", "3"}, pw, &stderr)
+		code <- run(ctx, testEnv(nil), append([]string{"serve"}, args...), pw, stderr)
 		pw.Close()
 	}()
 	lines := bufio.NewScanner(pr)
@@ -85,6 +91,19 @@ func TestServe(t *testing.T) {
 		t.Fatalf("banner %q", lines.Text())
 	}
 	go io.Copy(io.Discard, pr)
+	return url, stderr, code
+}
+
+// TestServe runs `legorl serve` with a random-weight policy: a chat call is
+// answered, a periodic flush and the shutdown flush each write a segments
+// file, and the recorded completion decodes to exactly what the client got.
+func TestServe(t *testing.T) {
+	policy := testPolicy(t)
+	store := "file://" + filepath.Join(t.TempDir(), "store")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	url, stderr, done := startServe(t, ctx, "--policy", policy, "--addr", "127.0.0.1:0", "--record", store,
+		"--run", "srv", "--flush", "200ms", "--max-tokens", "12", "--seed", "3")
 
 	chat := func(content string) string {
 		body := fmt.Sprintf(`{"model": "any", "messages": [{"role": "user", "content": %q}]}`, content)
@@ -132,16 +151,7 @@ func TestServe(t *testing.T) {
 	}
 	tok, _ := tokenizer.Load(testTokenizerPath)
 	for i, e := range got {
-		rc, err := st.Get(context.Background(), e.Key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := io.ReadAll(rc)
-		rc.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		segs, err := parquet.Read[schemas.Segment](bytes.NewReader(data), int64(len(data)))
+		segs, err := storage.ReadRows[schemas.Segment](context.Background(), st, e)
 		if err != nil || len(segs) != 1 {
 			t.Fatalf("file %d: %d segments, %v", i, len(segs), err)
 		}

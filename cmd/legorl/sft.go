@@ -93,13 +93,9 @@ func runSFTDemos(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	var g *grade.Grader
 	if *verify != "" {
-		newBackend, ok := sandboxBackends()[*verify]
-		if !ok {
-			return fmt.Errorf("--grade: unknown backend %q: want one of %s", *verify, strings.Join(backendNames(), ", "))
-		}
-		b, err := newBackend(ctx)
+		b, err := openBackend(ctx, *verify)
 		if err != nil {
-			return err
+			return fmt.Errorf("--grade: %w", err)
 		}
 		g = grade.New(b, grade.Options{})
 	}

@@ -104,11 +104,7 @@ func runTasksValidate(ctx context.Context, args []string, stdout, stderr io.Writ
 	if err != nil {
 		return err
 	}
-	newBackend, ok := sandboxBackends()[*backend]
-	if !ok {
-		return fmt.Errorf("unknown backend %q: want one of %s", *backend, strings.Join(backendNames(), ", "))
-	}
-	b, err := newBackend(ctx)
+	b, err := openBackend(ctx, *backend)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -17,6 +18,32 @@ import (
 
 // suite generates a small built-in suite and returns its folder and
 // instances.
+// trainingPicks returns the first two training (or SFT) instances of each
+// language in ins; the test fails when Python or Go has none.
+func trainingPicks(t *testing.T, ins []tasks.Instance) []*tasks.Instance {
+	t.Helper()
+	langs := map[string]int{}
+	var out []*tasks.Instance
+	for i := range ins {
+		in := &ins[i]
+		if (in.Split != tasks.SplitTrain && in.Split != tasks.SplitSFT) || langs[in.Language] >= 2 {
+			continue
+		}
+		langs[in.Language]++
+		out = append(out, in)
+	}
+	if langs["python"] == 0 || langs["go"] == 0 {
+		t.Errorf("languages covered: %v", langs)
+	}
+	return out
+}
+
+// gradeReport says how a demonstration's diff graded, and shows the diff.
+func gradeReport(gr grade.Grade, d *scripted.Demo) string {
+	return fmt.Sprintf("reward %v %s, F2P failed %v, P2P failed %v, flags %v, detail %q; diff:\n%s",
+		gr.Reward, gr.Outcome, gr.F2PFailed, gr.P2PFailed, gr.Flags, gr.Detail, d.Diff)
+}
+
 func suite(t *testing.T, n int) (string, []tasks.Instance) {
 	t.Helper()
 	dir := t.TempDir()
@@ -74,13 +101,7 @@ func TestDemosGrade(t *testing.T) {
 	dir, ins := suite(t, 12)
 	ctx := context.Background()
 	g := grade.New(local.New(local.Options{}), grade.Options{})
-	langs := map[string]int{}
-	for i := range ins {
-		in := &ins[i]
-		if (in.Split != tasks.SplitTrain && in.Split != tasks.SplitSFT) || langs[in.Language] >= 2 {
-			continue
-		}
-		langs[in.Language]++
+	for _, in := range trainingPicks(t, ins) {
 		for _, a := range builtinFormats {
 			d, err := scripted.Solve(ctx, dir, in, a, scripted.Options{})
 			if err != nil {
@@ -91,13 +112,10 @@ func TestDemosGrade(t *testing.T) {
 				t.Fatal(err)
 			}
 			if gr.Reward != 1 {
-				t.Errorf("%s %s (%s): reward %v %s, F2P failed %v, P2P failed %v, flags %v, detail %q; diff:\n%s", in.InstanceID, a, in.Family, gr.Reward, gr.Outcome, gr.F2PFailed, gr.P2PFailed, gr.Flags, gr.Detail, d.Diff)
+				t.Errorf("%s %s (%s): %s", in.InstanceID, a, in.Family, gradeReport(gr, d))
 			}
 			checkShape(t, d)
 		}
-	}
-	if langs["python"] == 0 || langs["go"] == 0 {
-		t.Errorf("languages covered: %v", langs)
 	}
 }
 

@@ -8,7 +8,6 @@ package audit
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
@@ -35,11 +34,8 @@ func Run(ctx context.Context, cfg transforms.AuditConfig, ro runner.Options) (tr
 	if err := storage.CheckName("job id", cfg.JobID); err != nil {
 		return transforms.AuditReport{}, err
 	}
-	runner.Init()
-	p, s := beam.NewPipelineWithRoot()
-	Build(s, cfg)
-	if _, err := runner.Run(ctx, p, ro); err != nil {
-		return transforms.AuditReport{}, fmt.Errorf("audit pipeline: %w", err)
+	if err := runner.RunNew(ctx, ro, "audit", func(s beam.Scope) { Build(s, cfg) }); err != nil {
+		return transforms.AuditReport{}, err
 	}
 	st, err := transforms.OpenStore(ctx, transforms.Config{Store: cfg.Store, S3Endpoint: cfg.S3Endpoint})
 	if err != nil {

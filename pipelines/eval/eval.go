@@ -87,13 +87,10 @@ func Run(ctx context.Context, opt Options, ro runner.Options) (transforms.EvalTa
 	if err := storage.CheckName("job id", opt.Config.JobID); err != nil {
 		return transforms.EvalTable{}, err
 	}
-	runner.Init()
-	p, s := beam.NewPipelineWithRoot()
-	Build(s, opt)
-	_, err := runner.Run(ctx, p, ro)
+	err := runner.RunNew(ctx, ro, "eval", func(s beam.Scope) { Build(s, opt) })
 	defer transforms.CloseRuntimes()
 	if err != nil {
-		return transforms.EvalTable{}, fmt.Errorf("eval pipeline: %w", err)
+		return transforms.EvalTable{}, err
 	}
 	st, err := transforms.OpenStore(ctx, opt.Config)
 	if err != nil {

@@ -85,13 +85,10 @@ func Run(ctx context.Context, opt Options, ro runner.Options) (transforms.Report
 		return transforms.Report{}, err
 	}
 	opt.Config = cfg
-	runner.Init()
-	p, s := beam.NewPipelineWithRoot()
-	Build(s, opt)
-	_, err := runner.Run(ctx, p, ro)
+	err := runner.RunNew(ctx, ro, "rollout", func(s beam.Scope) { Build(s, opt) })
 	defer transforms.CloseRuntimes()
 	if err != nil {
-		return transforms.Report{}, fmt.Errorf("rollout pipeline: %w", err)
+		return transforms.Report{}, err
 	}
 	return ReadReport(ctx, cfg)
 }

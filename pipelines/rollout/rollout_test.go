@@ -1,11 +1,9 @@
 package rollout
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,8 +12,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/parquet-go/parquet-go"
 
 	"github.com/legorl/legorl/harness/agent"
 	"github.com/legorl/legorl/pipelines/runner"
@@ -120,16 +116,7 @@ func committedRollouts(t *testing.T, st storage.Store, run string) []schemas.Rol
 	}
 	var rows []schemas.Rollout
 	for _, f := range files {
-		rc, err := st.Get(ctx, f.Key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := io.ReadAll(rc)
-		rc.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs, err := parquet.Read[schemas.Rollout](bytes.NewReader(data), int64(len(data)))
+		rs, err := storage.ReadRows[schemas.Rollout](ctx, st, f)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -84,6 +84,19 @@ func Run(ctx context.Context, p *beam.Pipeline, opt Options) (beam.PipelineResul
 	return res, err
 }
 
+// RunNew initializes Beam (Init), builds a new pipeline with build on its
+// root scope and runs it to its end (Run). The error names the pipeline:
+// "NAME pipeline: cause". The pipelines' own Run functions start here.
+func RunNew(ctx context.Context, opt Options, name string, build func(s beam.Scope)) error {
+	Init()
+	p, s := beam.NewPipelineWithRoot()
+	build(s)
+	if _, err := Run(ctx, p, opt); err != nil {
+		return fmt.Errorf("%s pipeline: %w", name, err)
+	}
+	return nil
+}
+
 // rootCause shortens a failed job's error to its last cause.
 func rootCause(err error) error {
 	msg := err.Error()

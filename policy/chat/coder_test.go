@@ -35,20 +35,9 @@ func TestQwen3CoderGolden(t *testing.T) {
 	}
 	for _, path := range paths {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			want, err := os.ReadFile(goldenPath(path))
-			if err != nil {
-				t.Fatalf("%v (run with -coder-template PATH -update)", err)
-			}
-			msgs, tools, opt := loadFixture(t, path)
-			got, err := Qwen3Coder{}.Render(msgs, tools, opt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != string(want) {
-				t.Errorf("render differs from the golden file at byte %d:\n got: %q\nwant: %q", firstDiff(got, string(want)), got, want)
-			}
-			if jinja != nil && jinja[path] != string(want) {
-				t.Errorf("golden file differs from Jinja now at byte %d", firstDiff(jinja[path], string(want)))
+			want := checkGolden(t, Qwen3Coder{}, path, "-coder-template PATH -update")
+			if jinja != nil && jinja[path] != want {
+				t.Errorf("golden file differs from Jinja now at byte %d", firstDiff(jinja[path], want))
 			}
 		})
 	}

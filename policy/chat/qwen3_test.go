@@ -26,18 +26,7 @@ func TestQwen3Golden(t *testing.T) {
 	}
 	for _, path := range paths {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			want, err := os.ReadFile(goldenPath(path))
-			if err != nil {
-				t.Fatalf("%v (run with -update)", err)
-			}
-			msgs, tools, opt := loadFixture(t, path)
-			got, err := Qwen3{}.Render(msgs, tools, opt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != string(want) {
-				t.Errorf("render differs from Jinja at byte %d:\n got: %q\nwant: %q", firstDiff(got, string(want)), got, want)
-			}
+			checkGolden(t, Qwen3{}, path, "-update")
 		})
 	}
 }
@@ -117,6 +106,27 @@ func TestPyFloat(t *testing.T) {
 }
 
 // firstDiff returns the first byte offset where a and b differ.
+// checkGolden renders the fixture at path with r and compares the prompt
+// with the fixture's golden file (the Jinja template's output), which it
+// returns; flags is how to run the test to make the golden file.
+func checkGolden(t *testing.T, r Renderer, path, flags string) string {
+	t.Helper()
+	b, err := os.ReadFile(goldenPath(path))
+	if err != nil {
+		t.Fatalf("%v (run with %s)", err, flags)
+	}
+	want := string(b)
+	msgs, tools, opt := loadFixture(t, path)
+	got, err := r.Render(msgs, tools, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Errorf("render differs from the golden file (Jinja's output) at byte %d:\n got: %q\nwant: %q", firstDiff(got, want), got, want)
+	}
+	return want
+}
+
 func firstDiff(a, b string) int {
 	n := min(len(a), len(b))
 	for i := range n {

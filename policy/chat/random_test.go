@@ -150,30 +150,23 @@ func randomConversations(t *testing.T, dir string, n int) []string {
 // TestQwen3RandomMatchesJinja renders 300 random conversations with the Go
 // renderer and with real Jinja, and requires identical text.
 func TestQwen3RandomMatchesJinja(t *testing.T) {
-	paths := randomConversations(t, t.TempDir(), 300)
-	want := jinjaRender(t, qwen3Template, paths)
-	for _, path := range paths {
-		msgs, tools, opt := loadFixture(t, path)
-		got, err := Qwen3{}.Render(msgs, tools, opt)
-		if err != nil {
-			t.Fatalf("%s: %v", filepath.Base(path), err)
-		}
-		if got != want[path] {
-			data, _ := os.ReadFile(path)
-			t.Fatalf("%s differs from Jinja at byte %d\nfixture: %s\n got: %q\nwant: %q", filepath.Base(path),
-				firstDiff(got, want[path]), data, got, want[path])
-		}
-	}
+	randomMatchesJinja(t, Qwen3{}, qwen3Template)
 }
 
 // coderRandomMatchesJinja does the same for Qwen3-Coder; TestQwen3CoderGolden
 // runs it when -coder-template names the template.
 func coderRandomMatchesJinja(t *testing.T, template string) {
+	randomMatchesJinja(t, Qwen3Coder{}, template)
+}
+
+// randomMatchesJinja renders 300 random conversations with r and with the
+// Jinja template, and requires identical text.
+func randomMatchesJinja(t *testing.T, r Renderer, template string) {
 	paths := randomConversations(t, t.TempDir(), 300)
 	want := jinjaRender(t, template, paths)
 	for _, path := range paths {
 		msgs, tools, opt := loadFixture(t, path)
-		got, err := Qwen3Coder{}.Render(msgs, tools, opt)
+		got, err := r.Render(msgs, tools, opt)
 		if err != nil {
 			t.Fatalf("%s: %v", filepath.Base(path), err)
 		}

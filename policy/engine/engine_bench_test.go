@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/legorl/legorl/policy/internal/cputime"
 )
 
 // Benchmarks on the reference tiny config (policy/model/testdata/tiny.json:
@@ -22,7 +24,7 @@ func BenchmarkDecode(b *testing.B) {
 			e := New(m, 1, Options{})
 			defer e.Close()
 			b.ResetTimer()
-			cpu0 := processCPUTime()
+			cpu0 := cputime.Process()
 			for i := 0; b.Loop(); i++ {
 				var wg sync.WaitGroup
 				for s := range n {
@@ -42,7 +44,7 @@ func BenchmarkDecode(b *testing.B) {
 	// The anchor, same run: one sequence decoded with the model's own
 	// Cache.Extend (packed Sgemm, not batch-invariant), argmax, no engine.
 	b.Run("anchor=extend", func(b *testing.B) {
-		cpu0 := processCPUTime()
+		cpu0 := cputime.Process()
 		for i := 0; b.Loop(); i++ {
 			c := m.NewCache()
 			logits, _, err := c.Extend(randPrompt(uint64(i), prompt), nil)
@@ -61,7 +63,7 @@ func BenchmarkDecode(b *testing.B) {
 // reportCPU reports tokens per CPU-second of the process (all threads)
 // since cpu0: the figure a shared machine dilutes least.
 func reportCPU(b *testing.B, cpu0 time.Duration, tokens int) {
-	if cpu := (processCPUTime() - cpu0).Seconds(); cpu > 0 {
+	if cpu := (cputime.Process() - cpu0).Seconds(); cpu > 0 {
 		b.ReportMetric(float64(tokens)/cpu, "tokens/cpu-s")
 	}
 }
@@ -85,7 +87,7 @@ func BenchmarkPrefill(b *testing.B) {
 			defer e.Close()
 			const n = 512
 			req := Request{Prompt: randPrompt(1, n), MaxTokens: 1, Sampling: DefaultSampling(1)}
-			cpu0 := processCPUTime()
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				if _, err := e.Generate(context.Background(), req, nil); err != nil {
 					b.Fatal(err)
@@ -98,7 +100,7 @@ func BenchmarkPrefill(b *testing.B) {
 		b.Run(cfg+"/anchor=extend", func(b *testing.B) {
 			m := tinyModel(b, cfg, 1, 0)
 			prompt := randPrompt(1, 512)
-			cpu0 := processCPUTime()
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				if _, _, err := m.NewCache().Extend(prompt, nil); err != nil {
 					b.Fatal(err)

@@ -9,6 +9,8 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
+
+	"github.com/legorl/legorl/policy/internal/cputime"
 )
 
 // benchShapes are the products measured: square sizes, and the tiny
@@ -79,11 +81,11 @@ func BenchmarkSgemm(b *testing.B) {
 			for _, threads := range benchThreads() {
 				b.Run(fmt.Sprintf("%s/%s/threads=%d", sh.name, impl.name, threads), func(b *testing.B) {
 					defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(threads))
-					cpu0 := processCPUTime()
+					cpu0 := cputime.Process()
 					for b.Loop() {
 						impl.fn(sh.transA, sh.transB, sh.m, sh.n, sh.k, a, colsA, bm, colsB, c, sh.n)
 					}
-					reportFlops(b, flops*float64(b.N), processCPUTime()-cpu0)
+					reportFlops(b, flops*float64(b.N), cputime.Process()-cpu0)
 				})
 			}
 		}

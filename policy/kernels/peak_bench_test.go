@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/cpu"
+
+	"github.com/legorl/legorl/policy/internal/cputime"
 )
 
 // BenchmarkFMAPeak measures one core's AVX-512 FMA throughput on registers
@@ -19,11 +21,11 @@ func BenchmarkFMAPeak(b *testing.B) {
 	}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	const iters = 1 << 16
-	cpu0 := processCPUTime()
+	cpu0 := cputime.Process()
 	for b.Loop() {
 		fmaLoopAVX512(iters)
 	}
-	reportFlops(b, 384*iters*float64(b.N), processCPUTime()-cpu0)
+	reportFlops(b, 384*iters*float64(b.N), cputime.Process()-cpu0)
 }
 
 // BenchmarkMicroKernel measures the best micro-kernel alone on packed
@@ -38,13 +40,13 @@ func BenchmarkMicroKernel(b *testing.B) {
 		b.Run(fmt.Sprintf("%s/k=%d", kern.name, kb), func(b *testing.B) {
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 			const calls = 100
-			cpu0 := processCPUTime()
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				for range calls {
 					kern.fn(kb, &a[0], &bp[0], &c[0], kern.nr, 1, 0)
 				}
 			}
-			reportFlops(b, calls*2*float64(kern.mr*kern.nr*kb)*float64(b.N), processCPUTime()-cpu0)
+			reportFlops(b, calls*2*float64(kern.mr*kern.nr*kb)*float64(b.N), cputime.Process()-cpu0)
 		})
 	}
 }

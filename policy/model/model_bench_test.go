@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/legorl/legorl/policy/backend"
+	"github.com/legorl/legorl/policy/internal/cputime"
 	"github.com/legorl/legorl/policy/kernels"
 )
 
@@ -71,7 +72,7 @@ func report(b *testing.B, start time.Time, cpu0 time.Duration, flops float64, to
 	sec := time.Since(start).Seconds() / float64(b.N)
 	b.ReportMetric(float64(tokens)/sec, "tokens/s")
 	b.ReportMetric(flops/sec/1e9, "GFLOP/s")
-	if cpu := (processCPUTime() - cpu0).Seconds() / float64(b.N); cpu > 0 {
+	if cpu := (cputime.Process() - cpu0).Seconds() / float64(b.N); cpu > 0 {
 		b.ReportMetric(float64(tokens)/cpu, "tokens/cpu-s")
 	}
 }
@@ -84,7 +85,7 @@ func benchTrain(b *testing.B, cfgFile string, seq, batch int) {
 	}
 	g := m.NewGrads()
 	b.ResetTimer()
-	start, cpu0 := time.Now(), processCPUTime()
+	start, cpu0 := time.Now(), cputime.Process()
 	for range b.N {
 		g.Zero()
 		if _, err := m.Backward(seqs, ws, g); err != nil {
@@ -100,7 +101,7 @@ func benchTrain(b *testing.B, cfgFile string, seq, batch int) {
 func benchLogprobs(b *testing.B, cfgFile string, seq, batch int) {
 	m, seqs, _ := benchModel(b, cfgFile, seq, batch)
 	b.ResetTimer()
-	start, cpu0 := time.Now(), processCPUTime()
+	start, cpu0 := time.Now(), cputime.Process()
 	for range b.N {
 		if _, err := m.Logprobs(seqs); err != nil {
 			b.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/legorl/legorl/policy/internal/cputime"
 )
 
 // benchCorpus is the code corpus of the benchmarks: the Go files of the
@@ -49,13 +51,13 @@ func BenchmarkEncode(b *testing.B) {
 		for _, s := range texts {
 			tok.Encode(s)
 		}
-		cpu := cpuTime()
+		cpu := cputime.Process()
 		for b.Loop() {
 			for _, s := range texts {
 				tok.Encode(s)
 			}
 		}
-		reportCPU(b, n*int64(b.N), cpuTime()-cpu)
+		reportCPU(b, n*int64(b.N), cputime.Process()-cpu)
 	})
 	b.Run("go-cold", func(b *testing.B) {
 		b.SetBytes(n)
@@ -66,11 +68,11 @@ func BenchmarkEncode(b *testing.B) {
 			clear(tok.cache.m)
 			tok.cache.mu.Unlock()
 			b.StartTimer()
-			start := cpuTime()
+			start := cputime.Process()
 			for _, s := range texts {
 				tok.Encode(s)
 			}
-			cpu += cpuTime() - start
+			cpu += cputime.Process() - start
 		}
 		reportCPU(b, n*int64(b.N), cpu)
 	})
@@ -141,21 +143,21 @@ func BenchmarkLoadQwen3(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.SetBytes(int64(len(data)))
-	cpu := cpuTime()
+	cpu := cputime.Process()
 	for b.Loop() {
 		if _, err := Parse(data); err != nil {
 			b.Fatal(err)
 		}
 	}
-	reportCPU(b, int64(len(data))*int64(b.N), cpuTime()-cpu)
+	reportCPU(b, int64(len(data))*int64(b.N), cputime.Process()-cpu)
 }
 
 // BenchmarkTrain trains a 4096-id tokenizer on the code corpus.
 func BenchmarkTrain(b *testing.B) {
 	texts, n := benchCorpus(b)
 	b.SetBytes(n)
-	cpu := cpuTime()
-	defer func() { reportCPU(b, n*int64(b.N), cpuTime()-cpu) }()
+	cpu := cputime.Process()
+	defer func() { reportCPU(b, n*int64(b.N), cputime.Process()-cpu) }()
 	for b.Loop() {
 		tr := NewTrainer(nil)
 		for _, s := range texts {

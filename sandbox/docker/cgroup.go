@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -10,10 +9,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
-)
 
-// cgroupRoot is where the host's cgroup file systems are mounted.
-const cgroupRoot = "/sys/fs/cgroup"
+	"github.com/legorl/legorl/sandbox/internal/cgroupfs"
+)
 
 // cgroups are the host folders of a container's cgroups, read from the
 // host side: the engine does not report OOM kills of exec'd processes or
@@ -29,41 +27,18 @@ type cgroups struct {
 
 // findCgroups reads /proc/PID/cgroup of the container's init.
 func findCgroups(pid int) (cgroups, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/cgroup", pid))
+	own, err := cgroupfs.Of(pid)
 	if err != nil {
 		return cgroups{}, fmt.Errorf("cgroups of pid %d: %w", pid, err)
 	}
-	defer f.Close()
 	var cg cgroups
-	unified := ""
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// hierarchy-ID:controller-list:path
-		parts := strings.SplitN(sc.Text(), ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		if parts[0] == "0" && parts[1] == "" {
-			unified = parts[2]
-			continue
-		}
-		for _, c := range strings.Split(parts[1], ",") {
-			dir := filepath.Join(cgroupRoot, parts[1], parts[2])
-			switch c {
-			case "memory":
-				cg.memory = dir
-			case "pids":
-				cg.pids = dir
-			case "freezer":
-				cg.freezer = dir
-			}
+	for ctl, field := range map[string]*string{"memory": &cg.memory, "pids": &cg.pids, "freezer": &cg.freezer} {
+		if path, ok := own[ctl]; ok {
+			*field = filepath.Join(cgroupfs.Root, ctl, path)
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return cgroups{}, fmt.Errorf("cgroups of pid %d: %w", pid, err)
-	}
-	if cg.memory == "" && cg.pids == "" && unified != "" {
-		dir := filepath.Join(cgroupRoot, unified)
+	if unified := own[""]; cg.memory == "" && cg.pids == "" && unified != "" {
+		dir := filepath.Join(cgroupfs.Root, unified)
 		cg = cgroups{v2: true, memory: dir, pids: dir, freezer: dir}
 	}
 	if cg.pids == "" {
@@ -79,28 +54,12 @@ func (cg cgroups) oomKills() int64 {
 	if !cg.v2 {
 		file = "memory.oom_control"
 	}
-	return readKey(filepath.Join(cg.memory, file), "oom_kill")
+	return int64(cgroupfs.ReadKey(filepath.Join(cg.memory, file), "oom_kill"))
 }
 
 // pidsRefused is how many forks the pids limit has refused.
 func (cg cgroups) pidsRefused() int64 {
-	return readKey(filepath.Join(cg.pids, "pids.events"), "max")
-}
-
-// readKey reads the number after key in a flat-keyed cgroup file.
-func readKey(path, key string) int64 {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, " ")
-		if ok && k == key {
-			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			return n
-		}
-	}
-	return 0
+	return int64(cgroupfs.ReadKey(filepath.Join(cg.pids, "pids.events"), "max"))
 }
 
 // execGroup is the child cgroup of one Exec (in the pids and freezer
@@ -154,7 +113,7 @@ func (g *execGroup) dirs() []string {
 // refused is how many forks in the group the pids limit refused (v1
 // counts a refusal in the forking task's cgroup).
 func (g *execGroup) refused() int64 {
-	return readKey(filepath.Join(g.pids, "pids.events"), "max")
+	return int64(cgroupfs.ReadKey(filepath.Join(g.pids, "pids.events"), "max"))
 }
 
 // kill SIGKILLs every process in the group until none is left.

@@ -3,20 +3,17 @@
 package local
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
-)
 
-// cgroupRoot is where the cgroup hierarchies are mounted.
-const cgroupRoot = "/sys/fs/cgroup"
+	"github.com/legorl/legorl/sandbox/internal/cgroupfs"
+)
 
 // cgroup is one sandbox's control groups: memory, pids and cpu, in the v1
 // hierarchies (one folder per controller) or in the unified v2 hierarchy
@@ -44,9 +41,9 @@ func newCgroup(name string, lim cgroupLimits) (*cgroup, error) {
 		return nil, err
 	}
 	c := &cgroup{dirs: map[string]string{}}
-	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {
+	if _, err := os.Stat(filepath.Join(cgroupfs.Root, "cgroup.controllers")); err == nil {
 		c.v2 = true
-		parent := filepath.Join(cgroupRoot, own[""])
+		parent := filepath.Join(cgroupfs.Root, own[""])
 		// Enabling controllers fails when the parent holds processes (the
 		// no-internal-process rule); the check below then says so.
 		os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+memory +pids +cpu"), 0)
@@ -73,7 +70,7 @@ func newCgroup(name string, lim cgroupLimits) (*cgroup, error) {
 				c.remove()
 				return nil, fmt.Errorf("cgroup v1: no %s hierarchy in /proc/self/cgroup", ctl)
 			}
-			dir := filepath.Join(cgroupRoot, ctl, path, name)
+			dir := filepath.Join(cgroupfs.Root, ctl, path, name)
 			if err := os.Mkdir(dir, 0o755); err != nil {
 				c.remove()
 				return nil, fmt.Errorf("cgroup: %w", err)
@@ -163,26 +160,11 @@ func writeAll(dir string, kv [][2]string) error {
 // ownCgroups maps each v1 controller (and "" for v2) to the host process's
 // group path, from /proc/self/cgroup.
 func ownCgroups() (map[string]string, error) {
-	b, err := os.ReadFile("/proc/self/cgroup")
+	own, err := cgroupfs.Of(0)
 	if err != nil {
 		return nil, fmt.Errorf("cgroup: %w", err)
 	}
-	out := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := strings.SplitN(sc.Text(), ":", 3)
-		if len(f) != 3 {
-			continue
-		}
-		if f[1] == "" {
-			out[""] = f[2]
-			continue
-		}
-		for _, ctl := range strings.Split(f[1], ",") {
-			out[ctl] = f[2]
-		}
-	}
-	return out, nil
+	return own, nil
 }
 
 // add moves the process pid into every group.
@@ -202,28 +184,14 @@ func (c *cgroup) counters() cgroupCounters {
 	}
 	if c.v2 {
 		return cgroupCounters{
-			oomKills: readKey(filepath.Join(c.dirs[""], "memory.events"), "oom_kill"),
-			pidsMax:  readKey(filepath.Join(c.dirs[""], "pids.events"), "max"),
+			oomKills: cgroupfs.ReadKey(filepath.Join(c.dirs[""], "memory.events"), "oom_kill"),
+			pidsMax:  cgroupfs.ReadKey(filepath.Join(c.dirs[""], "pids.events"), "max"),
 		}
 	}
 	return cgroupCounters{
-		oomKills: readKey(filepath.Join(c.dirs["memory"], "memory.oom_control"), "oom_kill"),
-		pidsMax:  readKey(filepath.Join(c.dirs["pids"], "pids.events"), "max"),
+		oomKills: cgroupfs.ReadKey(filepath.Join(c.dirs["memory"], "memory.oom_control"), "oom_kill"),
+		pidsMax:  cgroupfs.ReadKey(filepath.Join(c.dirs["pids"], "pids.events"), "max"),
 	}
-}
-
-func readKey(path, key string) uint64 {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, key+" "); ok {
-			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-			return n
-		}
-	}
-	return 0
 }
 
 // remove deletes the groups; it waits briefly for dying processes to leave.

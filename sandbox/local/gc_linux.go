@@ -3,14 +3,12 @@
 package local
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/legorl/legorl/sandbox/internal/capfs"
+	"github.com/legorl/legorl/sandbox/internal/cgroupfs"
 )
 
 // A host process that dies without closing its sandboxes (killed, or a
@@ -22,64 +20,32 @@ import (
 
 const namePrefix = "legorl-sandbox-"
 
-// ownerPid returns the host pid a sandbox name carries, 0 if none.
-func ownerPid(name string) int {
-	rest, ok := strings.CutPrefix(name, namePrefix)
-	if !ok {
-		return 0
-	}
-	pidStr, _, ok := strings.Cut(rest, "-")
-	if !ok {
-		return 0
-	}
-	pid, err := strconv.Atoi(pidStr)
-	if err != nil || pid <= 0 {
-		return 0
-	}
-	return pid
-}
-
-// orphaned says whether a sandbox name belongs to a host process that no
-// longer exists.
-func orphaned(name string) bool {
-	pid := ownerPid(name)
-	if pid == 0 || pid == os.Getpid() {
-		return false
-	}
-	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
-}
-
 // collectOrphans unmounts and removes the folders under dir, and removes
-// the cgroups next to
-// this process's own, of sandboxes whose host process is gone. Best effort.
+// the cgroups next to this process's own, of sandboxes whose host process
+// is gone (capfs.Orphaned). Best effort.
 func collectOrphans(dir string) {
 	if dir == "" {
 		dir = os.TempDir()
 	}
-	entries, _ := filepath.Glob(filepath.Join(dir, namePrefix+"*"))
-	for _, p := range entries {
-		if orphaned(filepath.Base(p)) {
-			capfs.RemoveAll(p) // unmounts the workspace first
-		}
-	}
+	capfs.RemoveOrphans(dir, namePrefix)
 	own, err := ownCgroups()
 	if err != nil {
 		return
 	}
 	var parents []string
-	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {
-		parents = append(parents, filepath.Join(cgroupRoot, own[""]))
+	if _, err := os.Stat(filepath.Join(cgroupfs.Root, "cgroup.controllers")); err == nil {
+		parents = append(parents, filepath.Join(cgroupfs.Root, own[""]))
 	} else {
 		for _, ctl := range []string{"memory", "pids", "cpu"} {
 			if path, ok := own[ctl]; ok {
-				parents = append(parents, filepath.Join(cgroupRoot, ctl, path))
+				parents = append(parents, filepath.Join(cgroupfs.Root, ctl, path))
 			}
 		}
 	}
 	for _, parent := range parents {
 		groups, _ := filepath.Glob(filepath.Join(parent, namePrefix+"*"))
 		for _, g := range groups {
-			if orphaned(filepath.Base(g)) {
+			if capfs.Orphaned(filepath.Base(g), namePrefix) {
 				syscall.Rmdir(g) // fails, harmlessly, while anything is inside
 			}
 		}

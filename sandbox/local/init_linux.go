@@ -245,14 +245,7 @@ func bindDir(src, dst string, ro bool) error {
 	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return fmt.Errorf("bind %s: %w", dst, err)
 	}
-	flags := uintptr(unix.MS_NOSUID | unix.MS_NODEV)
-	if ro {
-		return remountRO(dst, flags)
-	}
-	if err := unix.Mount("", dst, "", unix.MS_REMOUNT|unix.MS_BIND|flags, ""); err != nil {
-		return fmt.Errorf("remount %s: %w", dst, err)
-	}
-	return nil
+	return restrict(dst, ro)
 }
 
 // attach moves the detached mount fd to dst (made first: a folder, or an
@@ -277,6 +270,12 @@ func attach(fd int, dst string, ro bool) error {
 	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return fmt.Errorf("attach %s: %w", dst, err)
 	}
+	return restrict(dst, ro)
+}
+
+// restrict remounts the mount at dst nosuid and nodev, and read-only when
+// ro: the last step of bindDir and attach.
+func restrict(dst string, ro bool) error {
 	flags := uintptr(unix.MS_NOSUID | unix.MS_NODEV)
 	if ro {
 		return remountRO(dst, flags)

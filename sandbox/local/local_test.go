@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/legorl/legorl/sandbox"
+	"github.com/legorl/legorl/sandbox/internal/capfs"
 	"github.com/legorl/legorl/sandbox/local"
 	"github.com/legorl/legorl/sandbox/sandboxtest"
 )
@@ -380,18 +381,12 @@ func isOurs(pid int) bool {
 	return false
 }
 
-// mountsUnder lists the mount points at or below dir.
+// mountsUnder lists the mount points at or below dir (capfs.Under).
 func mountsUnder(t *testing.T, dir string) []string {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	out, err := capfs.Under(dir)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
-			out = append(out, f[4])
-		}
 	}
 	return out
 }

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/legorl/legorl/sandbox"
+	"github.com/legorl/legorl/sandbox/internal/capfs"
 )
 
 // canaryEnv is set in the host process; nothing inside may see its value.
@@ -413,19 +414,13 @@ func hostFree(t *testing.T) int64 {
 	return int64(st.Bavail) * int64(st.Bsize)
 }
 
-// mountsAt lists this process's mount points at or below path (from
-// /proc/self/mountinfo; paths with spaces are not expected here).
+// mountsAt lists this process's mount points at or below path
+// (capfs.Under).
 func mountsAt(t *testing.T, path string) []string {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	out, err := capfs.Under(path)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && (f[4] == path || strings.HasPrefix(f[4], path+"/")) {
-			out = append(out, f[4])
-		}
 	}
 	return out
 }

@@ -206,21 +206,39 @@ func generateOne(ctx context.Context, out string, seed uint64, i int, langs []st
 	}, nil
 }
 
+// variant is a template text in the buggy or the correct version: bugText
+// when buggy and the template has one, else text.
+func variant(buggy bool, text, bugText string) string {
+	if buggy && bugText != "" {
+		return bugText
+	}
+	return text
+}
+
+// trees are an instance's three trees: common's files in each; the source
+// file srcPath buggy in base and hidden and correct in fixed; and the test
+// file testFile replaced in hidden by hiddenTests, the visible tests plus
+// the hidden one.
+func trees(common tasks.Tree, srcPath, buggy, correct, testFile, hiddenTests string) (base, fixed, hidden tasks.Tree) {
+	base, fixed, hidden = tasks.Tree{}, tasks.Tree{}, tasks.Tree{}
+	for p, f := range common {
+		base[p], fixed[p], hidden[p] = f, f, f
+	}
+	base[srcPath] = tasks.File{Data: []byte(buggy), Mode: tasks.ModeFile}
+	hidden[srcPath] = base[srcPath]
+	fixed[srcPath] = tasks.File{Data: []byte(correct), Mode: tasks.ModeFile}
+	hidden[testFile] = tasks.File{Data: []byte(hiddenTests), Mode: tasks.ModeFile}
+	return base, fixed, hidden
+}
+
 func renderPython(mod string, bug fn, fill []fn, bugAt int, where string) (base, fixed, hidden tasks.Tree, f2p, p2p []string, statement string) {
 	src := func(buggy bool) string {
 		var b strings.Builder
 		fmt.Fprintf(&b, "\"\"\"The %s module.\"\"\"\n\n", mod)
-		pre := bug.pyPre
-		if buggy && bug.pyPreBug != "" {
-			pre = bug.pyPreBug
-		}
-		if pre != "" {
+		if pre := variant(buggy, bug.pyPre, bug.pyPreBug); pre != "" {
 			b.WriteString(pre + "\n")
 		}
-		body := bug.py
-		if buggy && bug.pyBug != "" {
-			body = bug.pyBug
-		}
+		body := variant(buggy, bug.py, bug.pyBug)
 		var parts []string
 		for _, f := range fill {
 			parts = append(parts, strings.ReplaceAll(f.py, "{f}", f.name))
@@ -254,14 +272,7 @@ func renderPython(mod string, bug fn, fill []fn, bugAt int, where string) (base,
 		"pyproject.toml": {Data: []byte(fmt.Sprintf("[project]\nname = %q\nversion = \"0.1.0\"\n\n[tool.pytest.ini_options]\npythonpath = [\".\"]\ntestpaths = [\"tests\"]\n", mod)), Mode: tasks.ModeFile},
 		testFile:         {Data: []byte(visible), Mode: tasks.ModeFile},
 	}
-	base, fixed, hidden = tasks.Tree{}, tasks.Tree{}, tasks.Tree{}
-	for p, f := range common {
-		base[p], fixed[p], hidden[p] = f, f, f
-	}
-	base[mod+".py"] = tasks.File{Data: []byte(src(true)), Mode: tasks.ModeFile}
-	hidden[mod+".py"] = base[mod+".py"]
-	fixed[mod+".py"] = tasks.File{Data: []byte(src(false)), Mode: tasks.ModeFile}
-	hidden[testFile] = tasks.File{Data: []byte(hiddenFile), Mode: tasks.ModeFile}
+	base, fixed, hidden = trees(common, mod+".py", src(true), src(false), testFile, hiddenFile)
 	statement = fillStatement(bug, bug.name, fmt.Sprintf("%s(%s)", bug.name, args(pyLit, bug.cases[0].args)), pyLit(bug.cases[0].want)) +
 		"\n\n" + strings.ReplaceAll(where, "{file}", mod+".py")
 	return
@@ -278,17 +289,10 @@ func renderGo(mod string, bug fn, fill []fn, bugAt int, where string) (base, fix
 			}
 			b.WriteString(")\n\n")
 		}
-		pre := bug.goPre
-		if buggy && bug.goPreBug != "" {
-			pre = bug.goPreBug
-		}
-		if pre != "" {
+		if pre := variant(buggy, bug.goPre, bug.goPreBug); pre != "" {
 			b.WriteString(pre + "\n")
 		}
-		body := bug.goSrc
-		if buggy && bug.goBug != "" {
-			body = bug.goBug
-		}
+		body := variant(buggy, bug.goSrc, bug.goBug)
 		var parts []string
 		for _, f := range fill {
 			parts = append(parts, strings.ReplaceAll(f.goSrc, "{F}", camel(f.name)))
@@ -324,14 +328,7 @@ func renderGo(mod string, bug fn, fill []fn, bugAt int, where string) (base, fix
 		"go.mod":    {Data: []byte(fmt.Sprintf("module example.com/%s\n\ngo 1.22\n", mod)), Mode: tasks.ModeFile},
 		testFile:    {Data: []byte(visible), Mode: tasks.ModeFile},
 	}
-	base, fixed, hidden = tasks.Tree{}, tasks.Tree{}, tasks.Tree{}
-	for p, f := range common {
-		base[p], fixed[p], hidden[p] = f, f, f
-	}
-	base[mod+".go"] = tasks.File{Data: []byte(src(true)), Mode: tasks.ModeFile}
-	hidden[mod+".go"] = base[mod+".go"]
-	fixed[mod+".go"] = tasks.File{Data: []byte(src(false)), Mode: tasks.ModeFile}
-	hidden[testFile] = tasks.File{Data: []byte(hiddenFile), Mode: tasks.ModeFile}
+	base, fixed, hidden = trees(common, mod+".go", src(true), src(false), testFile, hiddenFile)
 	statement = fillStatement(bug, camel(bug.name), fmt.Sprintf("%s(%s)", camel(bug.name), args(goLit, bug.cases[0].args)), goLit(bug.cases[0].want)) +
 		"\n\n" + strings.ReplaceAll(where, "{file}", mod+".go")
 	return

@@ -22,11 +22,7 @@ func pyLit(v val) string {
 	case string:
 		return strconv.Quote(x)
 	case []int:
-		parts := make([]string, len(x))
-		for i, e := range x {
-			parts[i] = strconv.Itoa(e)
-		}
-		return "[" + strings.Join(parts, ", ") + "]"
+		return "[" + joinInts(x) + "]"
 	}
 	panic(fmt.Sprintf("builtin: value %T", v))
 }
@@ -40,13 +36,19 @@ func goLit(v val) string {
 	case string:
 		return strconv.Quote(x)
 	case []int:
-		parts := make([]string, len(x))
-		for i, e := range x {
-			parts[i] = strconv.Itoa(e)
-		}
-		return "[]int{" + strings.Join(parts, ", ") + "}"
+		return "[]int{" + joinInts(x) + "}"
 	}
 	panic(fmt.Sprintf("builtin: value %T", v))
+}
+
+// joinInts is xs in decimal, separated by ", ": a list literal's inside
+// in Python and Go alike.
+func joinInts(xs []int) string {
+	parts := make([]string, len(xs))
+	for i, e := range xs {
+		parts[i] = strconv.Itoa(e)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func args(lit func(val) string, vs []val) string {
