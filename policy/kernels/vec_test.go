@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/legorl/legorl/policy/internal/cputime"
 )
 
 // ulps is the distance between two float32s in units in the last place.
@@ -259,14 +261,14 @@ func BenchmarkRowDots(b *testing.B) {
 		flops := 2 * float64(rows*cols*n)
 		name := fmt.Sprintf("%dx%dx%d/", rows, cols, n)
 		b.Run(name+"rowdots", func(b *testing.B) {
-			cpu0 := processCPUTime()
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				RowDots(y, cols, x, n, rows, w, n, cols, n)
 			}
-			reportFlops(b, flops*float64(b.N), processCPUTime()-cpu0)
+			reportFlops(b, flops*float64(b.N), cputime.Process()-cpu0)
 		})
 		b.Run(name+"dot", func(b *testing.B) {
-			cpu0 := processCPUTime()
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				for i := range rows {
 					for j := range cols {
@@ -274,14 +276,14 @@ func BenchmarkRowDots(b *testing.B) {
 					}
 				}
 			}
-			reportFlops(b, flops*float64(b.N), processCPUTime()-cpu0)
+			reportFlops(b, flops*float64(b.N), cputime.Process()-cpu0)
 		})
 		b.Run(name+"sgemm", func(b *testing.B) {
-			cpu0 := processCPUTime()
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				Sgemm(false, true, rows, cols, n, 1, x, n, w, n, 0, y, cols)
 			}
-			reportFlops(b, flops*float64(b.N), processCPUTime()-cpu0)
+			reportFlops(b, flops*float64(b.N), cputime.Process()-cpu0)
 		})
 	}
 }
