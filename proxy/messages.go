@@ -231,7 +231,10 @@ func messagesSystem(req wireObject) (string, *apiError) {
 	var texts []string
 	e := req.each("system", func(b wireObject) *apiError {
 		typ, e := b.requiredStr("type")
-		if e == nil && typ != "text" {
+		if e != nil {
+			return e
+		}
+		if typ != "text" {
 			return b.unsupported("type", typ, "system holds text blocks only")
 		}
 		text, e := b.str("text")

@@ -141,6 +141,7 @@ func TestMessagesDecodeErrors(t *testing.T) {
 		{"tool_choice parallel", with(`"tool_choice":{"type":"auto","disable_parallel_tool_use":"no"}`), "tool_choice.disable_parallel_tool_use"},
 		{"system type", with(`"system":5`), "system"},
 		{"system block", with(`"system":[{"type":"image"}]`), "system[0].type"},
+		{"system block without type", with(`"system":[{"text":"s"}]`), "system[0].type"},
 		{"system text", with(`"system":[{"type":"text","text":1}]`), "system[0].text"},
 		{"no messages", `{"model":"m","max_tokens":5}`, "messages"},
 		{"messages empty", `{"model":"m","max_tokens":5,"messages":[]}`, "messages"},
