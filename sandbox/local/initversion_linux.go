@@ -15,4 +15,4 @@ const initName = "legorl-sandbox-init"
 // version, so that a stale legorl-sandbox-init is never used with a newer
 // host. TestInitVersion fails, naming the new value, when the files change
 // and this does not.
-const initVersion = "d87150c723fb2bba"
+const initVersion = "0b49c69c57a43e14"
