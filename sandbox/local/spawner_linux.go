@@ -28,11 +28,6 @@ import (
 // milliseconds per sandbox, from the spawner almost nothing. The host starts
 // the spawner itself with vfork (no new namespaces).
 
-const (
-	initHolder  = "holder"
-	initSpawner = "spawner"
-)
-
 // spawner is the host's end of the helper.
 type spawner struct {
 	fd   int // SOCK_SEQPACKET to the spawner
@@ -140,78 +135,6 @@ func (sp *spawner) spawn(uid int, files []*os.File) (pid, pidfd int, err error) 
 func (sp *spawner) close() {
 	sp.file.Close()
 	<-sp.done
-}
-
-// spawnerMain serves spawn requests until the host goes away. It runs on
-// the thread locked in Init, so the holders' parent-death signal stays armed.
-func spawnerMain() error {
-	if err := send(ctlFD, &message{Op: "hello", Version: initVersion}); err != nil {
-		return err
-	}
-	for {
-		m, fds, err := recv(ctlFD)
-		if errors.Is(err, errPeerClosed) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if m.Op != "spawn" || len(fds) == 0 {
-			closeAll(fds)
-			return fmt.Errorf("protocol: want spawn, got %q", m.Op)
-		}
-		pid, err := spawnHolder(m.UID, fds)
-		if err != nil {
-			if err := send(ctlFD, &message{Op: "spawned", Error: err.Error()}); err != nil {
-				return err
-			}
-			continue
-		}
-		pidfd, err := unix.PidfdOpen(pid, 0)
-		if err != nil {
-			unix.Kill(pid, unix.SIGKILL)
-			if err := send(ctlFD, &message{Op: "spawned", Error: "pidfd: " + err.Error()}); err != nil {
-				return err
-			}
-			continue
-		}
-		err = send(ctlFD, &message{Op: "spawned", Pid: pid}, pidfd)
-		unix.Close(pidfd)
-		if err != nil {
-			return err
-		}
-	}
-}
-
-// spawnHolder starts a holder in new namespaces, its root mapped to uid.
-func spawnHolder(uid int, fds []int) (int, error) {
-	files := make([]*os.File, len(fds))
-	for i, fd := range fds {
-		files[i] = os.NewFile(uintptr(fd), "sandbox-fd")
-	}
-	defer closeFiles(files)
-	cmd := &exec.Cmd{
-		Path:       "/proc/self/exe",
-		Args:       []string{"legorl-sandbox-init"},
-		Env:        []string{initEnv + "=" + initHolder, "GOMAXPROCS=1"},
-		ExtraFiles: files,
-		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
-				unix.CLONE_NEWNET | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC,
-			UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
-			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
-			GidMappingsEnableSetgroups: false,
-			// Become the namespace's root, host uid uid, before exec.
-			Credential: &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
-			Setsid:     true,
-			Pdeathsig:  syscall.SIGKILL,
-		},
-	}
-	if err := cmd.Start(); err != nil {
-		return 0, err
-	}
-	go cmd.Wait() // reap it when it ends
-	return cmd.Process.Pid, nil
 }
 
 // spawner returns the backend's spawner, starting it at first use. The
