@@ -3,8 +3,9 @@
 // links the backend starts its sandboxes from the legorl-sandbox-init beside
 // it, when that greets it with the same init version, instead of
 // re-executing itself. Small and static, it starts in a fraction of the
-// time of bin/legorl (no dynamic loader, a tenth of the packages to
-// initialize). Build it beside bin/legorl:
+// time of bin/legorl (no dynamic loader; it links only package initproc,
+// the init's side of the backend, and so initializes none of the backend's
+// own dependencies). Build it beside bin/legorl:
 //
 //	CGO_ENABLED=0 go build -o bin/legorl-sandbox-init ./cmd/legorl-sandbox-init
 //
@@ -15,11 +16,11 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/legorl/legorl/sandbox/local"
+	"github.com/legorl/legorl/sandbox/local/initproc"
 )
 
 func main() {
-	local.Init() // does not return when the backend started this process
+	initproc.Init() // does not return when the backend started this process
 	fmt.Fprintln(os.Stderr, "legorl-sandbox-init: started only by the local sandbox backend (package sandbox/local)")
 	os.Exit(2)
 }

@@ -71,6 +71,12 @@ type Backend struct {
 	stopOnce     sync.Once
 	stop         chan struct{}    // closed by Close: prestarting ends
 	pool         chan *holderProc // prestarted holders
+	// refill holds one token per holder the pool lacks that the prestart
+	// goroutine has not begun to make (see takeHolder).
+	refill   chan struct{}
+	refillMu sync.Mutex    // guards starting and claimed
+	starting chan struct{} // while the prestart goroutine starts a holder: closed when it is done
+	claimed  bool          // a Create waits for starting
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -88,7 +94,12 @@ func New(opts Options) *Backend {
 	case opts.Prestart == 0:
 		opts.Prestart = defaultPrestart
 	}
-	return &Backend{opts: opts, stop: make(chan struct{}), pool: make(chan *holderProc, opts.Prestart)}
+	b := &Backend{opts: opts, stop: make(chan struct{}),
+		pool: make(chan *holderProc, opts.Prestart), refill: make(chan struct{}, opts.Prestart)}
+	for range opts.Prestart {
+		b.refill <- struct{}{}
+	}
+	return b
 }
 
 // Name returns "local".

@@ -23,14 +23,14 @@ import (
 func TestInitVersion(t *testing.T) {
 	h := sha256.New()
 	for _, f := range []string{"init_linux.go", "proto_linux.go", "seccomp_linux.go", "spawner_linux.go"} {
-		b, err := os.ReadFile(f)
+		b, err := os.ReadFile(filepath.Join("initproc", f))
 		if err != nil {
 			t.Fatal(err)
 		}
 		h.Write(b)
 	}
 	if got := hex.EncodeToString(h.Sum(nil))[:16]; got != local.InitVersion {
-		t.Fatalf("the init's source changed: set initVersion in initversion_linux.go to %q (is %q)", got, local.InitVersion)
+		t.Fatalf("the init's source changed: set Version in initproc/version_linux.go to %q (is %q)", got, local.InitVersion)
 	}
 }
 

@@ -56,12 +56,12 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec) (_ *localSandbo
 	b.gcOnce.Do(func() { collectOrphans(b.opts.Dir) })
 	// A prestarted holder, or a new one that builds its root while the
 	// workspace is copied.
-	h, err := b.takeHolder()
+	h, refill, err := b.takeHolder(ctx)
 	if err != nil {
 		return nil, setupErr("init", err)
 	}
 	s := &localSandbox{spec: spec, uid: h.uid, dir: h.dir, ws: h.ws, cg: h.cg,
-		holderPid: h.pid, pidfd: h.pidfd, ctl: h.ctl, ctlFD: h.ctlFD}
+		holderPid: h.pid, pidfd: h.pidfd, ctl: h.ctl, ctlFD: h.ctlFD, refill: refill}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -169,6 +169,11 @@ type localSandbox struct {
 	listeners []net.Listener
 
 	met *sandbox.Metrics // set once Create has counted the sandbox
+
+	// refill, when not nil, asks for the prestarted holder that replaces
+	// this sandbox's (see Backend.takeHolder): Close calls it once the
+	// sandbox is gone.
+	refill func()
 }
 
 // setup hands the holder the workspace, the mounts and the limits, and
@@ -644,6 +649,9 @@ func (s *localSandbox) Close() error {
 	<-killed // a cgroup cannot be removed while a process is in it
 	if err := s.cg.remove(); err != nil {
 		errs = append(errs, err)
+	}
+	if s.refill != nil {
+		s.refill()
 	}
 	return errors.Join(errs...)
 }

@@ -3,6 +3,7 @@
 package local
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -25,11 +27,6 @@ import (
 // a host process holding gigabytes (a model, a proxy) that costs many
 // milliseconds per sandbox, from the spawner almost nothing. The host starts
 // the spawner itself with vfork (no new namespaces).
-
-const (
-	initHolder  = "holder"
-	initSpawner = "spawner"
-)
 
 // spawner is the host's end of the helper.
 type spawner struct {
@@ -138,78 +135,6 @@ func (sp *spawner) spawn(uid int, files []*os.File) (pid, pidfd int, err error) 
 func (sp *spawner) close() {
 	sp.file.Close()
 	<-sp.done
-}
-
-// spawnerMain serves spawn requests until the host goes away. It runs on
-// the thread locked in Init, so the holders' parent-death signal stays armed.
-func spawnerMain() error {
-	if err := send(ctlFD, &message{Op: "hello", Version: initVersion}); err != nil {
-		return err
-	}
-	for {
-		m, fds, err := recv(ctlFD)
-		if errors.Is(err, errPeerClosed) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if m.Op != "spawn" || len(fds) == 0 {
-			closeAll(fds)
-			return fmt.Errorf("protocol: want spawn, got %q", m.Op)
-		}
-		pid, err := spawnHolder(m.UID, fds)
-		if err != nil {
-			if err := send(ctlFD, &message{Op: "spawned", Error: err.Error()}); err != nil {
-				return err
-			}
-			continue
-		}
-		pidfd, err := unix.PidfdOpen(pid, 0)
-		if err != nil {
-			unix.Kill(pid, unix.SIGKILL)
-			if err := send(ctlFD, &message{Op: "spawned", Error: "pidfd: " + err.Error()}); err != nil {
-				return err
-			}
-			continue
-		}
-		err = send(ctlFD, &message{Op: "spawned", Pid: pid}, pidfd)
-		unix.Close(pidfd)
-		if err != nil {
-			return err
-		}
-	}
-}
-
-// spawnHolder starts a holder in new namespaces, its root mapped to uid.
-func spawnHolder(uid int, fds []int) (int, error) {
-	files := make([]*os.File, len(fds))
-	for i, fd := range fds {
-		files[i] = os.NewFile(uintptr(fd), "sandbox-fd")
-	}
-	defer closeFiles(files)
-	cmd := &exec.Cmd{
-		Path:       "/proc/self/exe",
-		Args:       []string{"legorl-sandbox-init"},
-		Env:        []string{initEnv + "=" + initHolder, "GOMAXPROCS=1"},
-		ExtraFiles: files,
-		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
-				unix.CLONE_NEWNET | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC,
-			UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
-			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
-			GidMappingsEnableSetgroups: false,
-			// Become the namespace's root, host uid uid, before exec.
-			Credential: &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
-			Setsid:     true,
-			Pdeathsig:  syscall.SIGKILL,
-		},
-	}
-	if err := cmd.Start(); err != nil {
-		return 0, err
-	}
-	go cmd.Wait() // reap it when it ends
-	return cmd.Process.Pid, nil
 }
 
 // spawner returns the backend's spawner, starting it at first use. The
@@ -421,8 +346,21 @@ func killAndWait(pidfd int) {
 	unix.Close(pidfd)
 }
 
-// takeHolder returns a prestarted holder when one is ready, else starts one.
-func (b *Backend) takeHolder() (*holderProc, error) {
+// takeHolder returns a prestarted holder when one is ready; else, when the
+// prestart goroutine is starting one that no other Create waits for, it
+// waits for that one (it is partly made; a second init started beside it
+// would slow both); else it starts one itself.
+//
+// With a prestarted holder comes refill, which asks the prestart goroutine
+// for its replacement (see refillOnce). Starting an init costs more CPU
+// than a short sandbox's whole life: started at once, in Create, it ran
+// beside the caller's Exec and Close on the same cores. So when the pool
+// was full, the replacement waits for the sandbox's Close, which runs
+// refill, or for refillDelay if the sandbox lives longer: rollouts that
+// come apart find a ready init and no init being started. When the pool
+// was not full, sandboxes come faster than inits are made, and the
+// replacement is asked for at once.
+func (b *Backend) takeHolder(ctx context.Context) (h *holderProc, refill func(), err error) {
 	if b.opts.Prestart > 0 {
 		b.prestartOnce.Do(func() {
 			// Under the lock, so that Close either sees the goroutine
@@ -436,38 +374,113 @@ func (b *Backend) takeHolder() (*holderProc, error) {
 				go b.prestart()
 			}
 		})
-		select {
-		case h := <-b.pool:
-			return h, nil
-		default:
+		if h := b.pooled(); h != nil {
+			return h, b.refillOnce(), nil
+		}
+		// One Create waits for the holder being started; others start
+		// their own.
+		b.refillMu.Lock()
+		starting := b.starting
+		if b.claimed {
+			starting = nil
+		} else if starting != nil {
+			b.claimed = true
+		}
+		b.refillMu.Unlock()
+		if starting != nil {
+			select {
+			case <-starting:
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			case <-b.stop:
+				return nil, nil, sandbox.ErrClosed
+			}
+			if h := b.pooled(); h != nil {
+				return h, b.refillOnce(), nil
+			}
 		}
 	}
-	return b.startHolder()
+	h, err = b.startHolder()
+	return h, nil, err
 }
 
-// prestart keeps up to Options.Prestart prepared holders ready until Close.
+// pooled takes a prestarted holder from the pool, nil when it is empty.
+func (b *Backend) pooled() *holderProc {
+	select {
+	case h := <-b.pool:
+		return h
+	default:
+		return nil
+	}
+}
+
+// refillDelay bounds how long a sandbox made from a prestarted holder keeps
+// its replacement from being started: a sandbox that lives longer (most
+// rollouts) has it started while it runs.
+const refillDelay = 100 * time.Millisecond
+
+// refillOnce returns a func that asks the prestart goroutine for one more
+// holder, once: at once when the pool, before the holder was taken from
+// it, was not full; else when the func is called or refillDelay has
+// passed, whichever is first.
+func (b *Backend) refillOnce() func() {
+	var once sync.Once
+	ask := func() {
+		once.Do(func() {
+			select {
+			case b.refill <- struct{}{}:
+			default: // cannot happen: one token per holder taken
+			}
+		})
+	}
+	if len(b.pool)+1 < b.opts.Prestart {
+		ask()
+		return ask
+	}
+	t := time.AfterFunc(refillDelay, ask)
+	return func() {
+		t.Stop()
+		ask()
+	}
+}
+
+// prestart makes a holder for each refill token, keeping up to
+// Options.Prestart prepared holders ready until Close. While it starts one,
+// b.starting is a channel closed when that attempt ends.
 func (b *Backend) prestart() {
 	defer b.prestarting.Done()
 	for {
-		h, err := b.startHolder()
-		if err == nil {
-			if err = h.waitPrepared(); err != nil {
-				h.close()
-			}
+		select {
+		case <-b.refill:
+		case <-b.stop:
+			return
 		}
-		if err != nil {
+		for {
+			done := make(chan struct{})
+			b.refillMu.Lock()
+			b.starting, b.claimed = done, false
+			b.refillMu.Unlock()
+			h, err := b.startHolder()
+			if err == nil {
+				if err = h.waitPrepared(); err != nil {
+					h.close()
+				}
+			}
+			if err == nil {
+				b.pool <- h // never blocks: a slot per token
+			}
+			b.refillMu.Lock()
+			b.starting = nil
+			b.refillMu.Unlock()
+			close(done)
+			if err == nil {
+				break
+			}
 			select {
 			case <-b.stop:
 				return
 			case <-time.After(100 * time.Millisecond): // a broken machine: do not spin
 			}
-			continue
-		}
-		select {
-		case b.pool <- h:
-		case <-b.stop:
-			h.close()
-			return
 		}
 	}
 }

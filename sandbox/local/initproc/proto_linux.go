@@ -1,6 +1,6 @@
 //go:build linux
 
-package local
+package initproc
 
 import (
 	"encoding/json"
@@ -16,14 +16,14 @@ import (
 
 const maxMsg = 1 << 20 // one message, arguments and environment included
 
-// message is every message of the protocol; Op says which fields matter.
-type message struct {
+// Message is every message of the protocol; Op says which fields matter.
+type Message struct {
 	Op string `json:"op"`
 
 	// op "prepared" (holder -> host): the root is built; Error set when not.
 	// op "setup" (host -> holder; fds: the workspace, then each mount, as
 	// detached mounts)
-	Setup *setupConfig `json:"setup,omitempty"`
+	Setup *SetupConfig `json:"setup,omitempty"`
 
 	// op "exec" (host -> holder; fds: stdin, stdout, stderr)
 	Args []string `json:"args,omitempty"`
@@ -48,33 +48,35 @@ type message struct {
 	TmpFull  bool   `json:"tmp_full,omitempty"`
 }
 
-// setupConfig is what the holder needs to build the sandbox.
-type setupConfig struct {
+// SetupConfig is what the holder needs to build the sandbox.
+type SetupConfig struct {
 	WorkspaceDir string       `json:"workspace_dir"`
-	Mounts       []mountEntry `json:"mounts,omitempty"`
+	Mounts       []MountEntry `json:"mounts,omitempty"`
 	TmpBytes     int64        `json:"tmp_bytes"`
 	NprocLimit   int          `json:"nproc_limit"` // RLIMIT_NPROC; 0: none
 	Seccomp      bool         `json:"seccomp"`
 }
 
-type mountEntry struct {
+// MountEntry is one of Spec.Mounts, its source passed as a descriptor.
+type MountEntry struct {
 	Target   string `json:"target"`
 	ReadOnly bool   `json:"read_only"`
 }
 
+// Errors of Send and Recv.
 var (
-	errPeerClosed = errors.New("peer closed the control socket")
-	errTooBig     = errors.New("message too big")
+	ErrPeerClosed = errors.New("peer closed the control socket")
+	ErrTooBig     = errors.New("message too big")
 )
 
-// send writes one message with optional file descriptors.
-func send(fd int, m *message, files ...int) error {
+// Send writes one message with optional file descriptors.
+func Send(fd int, m *Message, files ...int) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
 	if len(b) > maxMsg {
-		return fmt.Errorf("%w: %d bytes of arguments and environment, over %d", errTooBig, len(b), maxMsg)
+		return fmt.Errorf("%w: %d bytes of arguments and environment, over %d", ErrTooBig, len(b), maxMsg)
 	}
 	var oob []byte
 	if len(files) > 0 {
@@ -92,9 +94,9 @@ func send(fd int, m *message, files ...int) error {
 	return nil
 }
 
-// recv reads one message and the file descriptors that came with it
+// Recv reads one message and the file descriptors that came with it
 // (close-on-exec set).
-func recv(fd int) (*message, []int, error) {
+func Recv(fd int) (*Message, []int, error) {
 	// Peek at the packet's length first: most messages are small, and a
 	// maxMsg buffer per message costs more than the rest of an exec.
 	var size int
@@ -138,18 +140,19 @@ func recv(fd int) (*message, []int, error) {
 		}
 	}
 	if n == 0 {
-		closeAll(fds)
-		return nil, nil, errPeerClosed
+		CloseAll(fds)
+		return nil, nil, ErrPeerClosed
 	}
-	var m message
+	var m Message
 	if err := json.Unmarshal(buf[:n], &m); err != nil {
-		closeAll(fds)
+		CloseAll(fds)
 		return nil, nil, fmt.Errorf("receive: %w", err)
 	}
 	return &m, fds, nil
 }
 
-func closeAll(fds []int) {
+// CloseAll closes every descriptor of fds.
+func CloseAll(fds []int) {
 	for _, fd := range fds {
 		unix.Close(fd)
 	}

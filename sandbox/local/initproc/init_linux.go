@@ -1,6 +1,6 @@
 //go:build linux
 
-package local
+package initproc
 
 import (
 	"errors"
@@ -16,34 +16,34 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// initEnv marks a process started by the backend as its spawner or a
+// Env marks a process started by the backend as its spawner or a
 // sandbox's init (the holder): legorl-sandbox-init, or the host's own binary
 // (/proc/self/exe), so every binary that links this package can act as one.
-const initEnv = "LEGORL_SANDBOX_INIT"
+const Env = "LEGORL_SANDBOX_INIT"
 
-// ctlFD is the holder's end of the control socket; the O_PATH descriptors of
+// CtlFD is the holder's end of the control socket; the O_PATH descriptors of
 // the workspace and extra mounts follow it.
-const ctlFD = 3
+const CtlFD = 3
 
 func init() { Init() }
 
 // Init turns the process into a sandbox init when the local backend started
 // it as one, and never returns then; otherwise it returns at once. The
 // package calls it from its own init function, so linking the package is
-// enough; calling it first thing in main (or TestMain) as well is harmless
-// and documents the re-exec.
+// enough; calling it first thing in main as well is harmless and documents
+// the re-exec.
 func Init() {
-	mode := os.Getenv(initEnv)
-	if mode != initHolder && mode != initSpawner {
+	mode := os.Getenv(Env)
+	if mode != ModeHolder && mode != ModeSpawner {
 		return
 	}
 	// Namespaces, capabilities and no_new_privs are per thread: the holder
 	// does all its privileged work, and forks every command, on this one;
 	// the spawner starts every holder from it.
 	runtime.LockOSThread()
-	os.Unsetenv(initEnv)
+	os.Unsetenv(Env)
 	main := holderMain
-	if mode == initSpawner {
+	if mode == ModeSpawner {
 		main = spawnerMain
 	}
 	if err := main(); err != nil {
@@ -61,29 +61,29 @@ func holderMain() error {
 	// Phase 1, before the host has asked for anything (a prestarted
 	// holder waits here): build everything that does not depend on the spec.
 	if err := prepareRoot(); err != nil {
-		send(ctlFD, &message{Op: "prepared", Error: err.Error()})
+		Send(CtlFD, &Message{Op: "prepared", Error: err.Error()})
 		return err
 	}
-	if err := send(ctlFD, &message{Op: "prepared"}); err != nil {
+	if err := Send(CtlFD, &Message{Op: "prepared"}); err != nil {
 		return err
 	}
 	// Phase 2: the spec's workspace, mounts and limits; then seal.
-	m, fds, err := recv(ctlFD)
+	m, fds, err := Recv(CtlFD)
 	if err != nil {
 		return err
 	}
 	if m.Op != "setup" || m.Setup == nil || len(fds) != 1+len(m.Setup.Mounts) {
-		closeAll(fds)
+		CloseAll(fds)
 		return fmt.Errorf("protocol: want setup, got %q", m.Op)
 	}
 	cfg := m.Setup
 	err = setupSandbox(cfg, fds)
-	closeAll(fds)
+	CloseAll(fds)
 	if err != nil {
-		send(ctlFD, &message{Op: "ready", Error: err.Error()})
+		Send(CtlFD, &Message{Op: "ready", Error: err.Error()})
 		return err
 	}
-	if err := send(ctlFD, &message{Op: "ready"}); err != nil {
+	if err := Send(CtlFD, &Message{Op: "ready"}); err != nil {
 		return err
 	}
 	return serve(cfg)
@@ -216,7 +216,7 @@ func prepareRoot() error {
 // unprivileged uid could not walk the host paths to them and a bind mount
 // cannot cross mount namespaces) and the size of /tmp; then it makes the
 // root read-only and drops privileges.
-func setupSandbox(cfg *setupConfig, fds []int) error {
+func setupSandbox(cfg *SetupConfig, fds []int) error {
 	if err := attach(fds[0], cfg.WorkspaceDir, false); err != nil {
 		return fmt.Errorf("workspace: %w", err)
 	}
@@ -319,7 +319,7 @@ func loopbackUp() error {
 // bounding, inheritable and ambient sets), cannot gain any (no_new_privs),
 // cannot be core-dumped or ptraced into the holder (not dumpable), and are
 // bounded by rlimits and, when enabled, a seccomp filter.
-func dropPrivileges(cfg *setupConfig) error {
+func dropPrivileges(cfg *SetupConfig) error {
 	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
 		return fmt.Errorf("rlimit core: %w", err)
 	}
@@ -371,10 +371,10 @@ func dropPrivileges(cfg *setupConfig) error {
 // Everything happens on this one thread, waiting in poll(2) on the control
 // socket and the running command's pidfd: no goroutine hands a message or
 // an exit to another, so an exec costs the holder no thread switches.
-func serve(cfg *setupConfig) error {
+func serve(cfg *SetupConfig) error {
 	for {
-		m, fds, err := recv(ctlFD)
-		if errors.Is(err, errPeerClosed) {
+		m, fds, err := Recv(CtlFD)
+		if errors.Is(err, ErrPeerClosed) {
 			return nil
 		}
 		if err != nil {
@@ -382,16 +382,16 @@ func serve(cfg *setupConfig) error {
 		}
 		switch m.Op {
 		case "kill":
-			closeAll(fds) // nothing is running
+			CloseAll(fds) // nothing is running
 		case "exec":
 			if len(fds) != 3 {
-				closeAll(fds)
+				CloseAll(fds)
 				return fmt.Errorf("protocol: exec with %d descriptors, want 3", len(fds))
 			}
 			pid, pidfd, notFound, err := startCommand(m, fds)
-			closeAll(fds)
+			CloseAll(fds)
 			if err != nil {
-				if err := send(ctlFD, &message{Op: "exited", Error: err.Error(), NotFound: notFound}); err != nil {
+				if err := Send(CtlFD, &Message{Op: "exited", Error: err.Error(), NotFound: notFound}); err != nil {
 					return err
 				}
 				continue
@@ -402,11 +402,11 @@ func serve(cfg *setupConfig) error {
 			}
 			exit := reap(pid)
 			exit.TmpFull = tmpFull()
-			if err := send(ctlFD, exit); err != nil {
+			if err := Send(CtlFD, exit); err != nil {
 				return err
 			}
 		default:
-			closeAll(fds)
+			CloseAll(fds)
 			return fmt.Errorf("protocol: unknown op %q", m.Op)
 		}
 	}
@@ -417,7 +417,7 @@ func serve(cfg *setupConfig) error {
 // away instead (or broke the protocol). It closes pidfd.
 func await(pidfd int) (hostGone bool) {
 	defer unix.Close(pidfd)
-	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}, {Fd: ctlFD, Events: unix.POLLIN}}
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}, {Fd: CtlFD, Events: unix.POLLIN}}
 	for {
 		fds[0].Revents, fds[1].Revents = 0, 0
 		if _, err := unix.Poll(fds, -1); err != nil {
@@ -430,8 +430,8 @@ func await(pidfd int) (hostGone bool) {
 			return false
 		}
 		if fds[1].Revents != 0 {
-			k, kfds, err := recv(ctlFD)
-			closeAll(kfds)
+			k, kfds, err := Recv(CtlFD)
+			CloseAll(kfds)
 			if err != nil {
 				return true
 			}
@@ -444,7 +444,7 @@ func await(pidfd int) (hostGone bool) {
 
 // startCommand forks the command in a new session (no controlling
 // terminal); it returns its pid and a pidfd for it.
-func startCommand(m *message, fds []int) (pid, pidfd int, notFound bool, err error) {
+func startCommand(m *Message, fds []int) (pid, pidfd int, notFound bool, err error) {
 	if len(m.Args) == 0 {
 		return 0, -1, false, errors.New("no command")
 	}
@@ -491,8 +491,8 @@ func lookPath(file string, env []string) (string, error) {
 
 // reap waits for the command; once it ends, it kills every other process
 // in the sandbox (background children, setsid'd daemons) and reaps them.
-func reap(pid int) *message {
-	out := &message{Op: "exited"}
+func reap(pid int) *Message {
+	out := &Message{Op: "exited"}
 	for {
 		var ws syscall.WaitStatus
 		p, err := syscall.Wait4(-1, &ws, 0, nil)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package local
+package initproc
 
 import (
 	"fmt"
