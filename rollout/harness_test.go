@@ -104,7 +104,7 @@ func TestHarnessScripted(t *testing.T) {
 			cfg := config(p, tt.h, "scripted-"+tt.h.Name())
 			cfg.CacheDir = cache
 			cfg.SetupTimeout = 10 * time.Minute
-			cfg.AgentTimeout = 3 * time.Minute
+			cfg.AgentTimeout = 8 * time.Minute
 			row, segs, steps := mustRun(t, cfg)
 			t.Logf("%s: %d steps %+v, forks %v, side requests %d, took %s", tt.h.Name(), len(steps), steps, p.rec.Metrics.Forks,
 				p.rec.Metrics.SideRequests, time.Since(start))
@@ -136,8 +136,9 @@ func (s *sideScripted) Generate(ctx context.Context, req infer.Request, emit fun
 }
 
 // TestHarnessRandom: each npm harness runs a whole rollout against a small
-// random-weight model inside the local sandbox. The model writes nonsense;
-// the rollout still ends with a typed termination, and the segments of
+// random-weight model inside the local sandbox. The model writes short
+// nonsense replies; each harness still reaches its own end within the
+// agent timeout (completed, graded: a timeout fails), and the segments of
 // the Chat Completions harnesses match what the harness received.
 func TestHarnessRandom(t *testing.T) {
 	cache := harnesstest.Cache(t)
@@ -146,73 +147,45 @@ func TestHarnessRandom(t *testing.T) {
 	for _, tt := range []struct {
 		h     harness.Harness
 		tools []chat.Tool
-		// slow: the tiny CPU model prefills this harness's prompt (20-40k
-		// tokens) in minutes on a loaded machine; a masked timeout is
-		// then a fine end too, once the harness's first request reached
-		// the engine through the proxy.
-		slow bool
 	}{
-		{harness.Pi{}, piTools, false},
-		{harness.Codex{}, nil, false},
-		{harness.OpenCode{}, openCodeTools, false},
-		{harness.ClaudeCode{}, nil, true},
-		{harness.QwenCode{}, qwenTools, true},
+		{harness.Pi{}, piTools},
+		{harness.Codex{}, nil},
+		{harness.OpenCode{}, openCodeTools},
+		{harness.ClaudeCode{}, nil},
+		{harness.QwenCode{}, qwenTools},
 	} {
 		t.Run(tt.h.Name(), func(t *testing.T) {
 			start := time.Now()
-			gen := &capped{g: eng, n: 24}
-			p := newTap(t, gen, 24)
+			gen := &capped{g: eng, n: replyCap}
+			p := newTap(t, gen, replyCap)
 			cfg := config(p, tt.h, "random-"+tt.h.Name())
 			cfg.CacheDir = cache
 			cfg.MaxTurns = 3
 			cfg.SetupTimeout = 10 * time.Minute
+			// Claude Code and qwen-code take 30-35 CPU-seconds a rollout
+			// (their first prompt, 50-60k tokens of the test tokenizer, is
+			// most of it; docs/PERFORMANCE.md): 5 minutes leave room for
+			// a loaded CI machine, and a timeout fails.
 			cfg.AgentTimeout = 5 * time.Minute
-			if tt.slow {
-				cfg.AgentTimeout = 3 * time.Minute
-			}
 			row, segs, _ := mustRun(t, cfg)
 			gen.log(t)
-			t.Logf("%s: forks %v, side requests %d, took %s", tt.h.Name(), p.rec.Metrics.Forks, p.rec.Metrics.SideRequests, time.Since(start))
+			t.Logf("%s: forks %v, side requests %d, retries %d, took %s", tt.h.Name(), p.rec.Metrics.Forks, p.rec.Metrics.SideRequests,
+				p.rec.Metrics.Retries, time.Since(start))
 			if row.Termination == "" || row.Status == "" {
 				t.Fatalf("no typed termination: %+v", row)
+			}
+			if row.Termination == schemas.TerminationTimeout {
+				t.Fatalf("timed out after %d calls (%.0fs of model time, %d requests reached the engine)", row.NumLLMCalls, row.LLMSeconds,
+					gen.requests.Load())
 			}
 			if row.Status == schemas.StatusCompleted && (row.GradeSeconds <= 0 || row.Reward != 0) {
 				t.Errorf("not graded as expected: %+v", row)
 			}
-			// Claude Code asks for 32,000 output tokens; a reply cut at this
-			// test's 24-token cap comes back with stop_reason max_tokens, which
-			// Claude Code reports as its own API error and stops: a typed,
-			// masked end of the test's making (a rollout's replies are capped
-			// by the config's max_tokens, not at 24), once requests reached
-			// the engine.
-			claudeCut := tt.h.Name() == "claude" && row.Status == schemas.StatusMasked && strings.Contains(row.Error, "output token maximum") && gen.requests.Load() > 0
-			if claudeCut {
-				t.Logf("claude: ended on a reply cut at the test's cap (%d requests reached the engine): %s", gen.requests.Load(), row.Error)
-				return
-			}
 			if row.Termination == schemas.TerminationHarnessError || row.Termination == schemas.TerminationSandboxCrash {
 				t.Errorf("%s: %s", row.Termination, row.Error)
 			}
-			if tt.slow && row.Termination == schemas.TerminationTimeout {
-				// A timeout is never a pass by itself: it must be masked
-				// and come after the harness's request reached the engine
-				// (the integration under test).
-				if row.Status != schemas.StatusMasked {
-					t.Fatalf("a timeout not masked: %+v", row)
-				}
-				if gen.requests.Load() == 0 {
-					t.Fatalf("timed out before any request reached the engine (%d calls): nothing was checked", row.NumLLMCalls)
-				}
-				t.Logf("%s: timed out against the tiny CPU model (%d requests reached the engine, %d calls in %.0fs): its prompt is long",
-					tt.h.Name(), gen.requests.Load(), row.NumLLMCalls, row.LLMSeconds)
-				switch {
-				case tt.tools == nil || len(segs) == 0:
-				case slices.Contains(row.Flags, "stream_mismatch"): // as below: wire and segments differ by design
-					t.Logf("%s: stream_mismatch: wire and segments not compared", tt.h.Name())
-				default:
-					checkConsistent(t, p, segs, tt.tools)
-				}
-				return
+			if row.Status != schemas.StatusCompleted {
+				t.Errorf("the harness did not reach its own end: %s/%s %s", row.Status, row.Termination, row.Error)
 			}
 			if row.NumLLMCalls < 1 || len(segs) == 0 {
 				t.Fatalf("%d calls, %d segments", row.NumLLMCalls, len(segs))
@@ -264,8 +237,14 @@ func longRandomPolicy(t *testing.T) *engine.Engine {
 	return e
 }
 
-// replyStop is the mean length of a reply of longRandomPolicy, in tokens.
-const replyStop = 8
+// replyStop is the mean length of a reply of longRandomPolicy, in tokens:
+// one reply in replyStop is empty (qwen-code asks again after one), and a
+// reply reaches replyCap about once in 4,000.
+const replyStop = 16
+
+// replyCap bounds every reply in TestHarnessRandom (the harnesses ask for
+// thousands of tokens).
+const replyCap = 128
 
 // stopBias returns m with its weights changed so that token end has
 // probability about p at every position, whatever the context: hidden
@@ -370,7 +349,7 @@ func TestStopBias(t *testing.T) {
 	setup(t)
 	eng := longRandomPolicy(t)
 	end, _ := fx.tok.TokenID("<|im_end|>")
-	const n, limit = 64, 128
+	const n, limit = 64, replyCap
 	stopped, total := 0, 0
 	for i := range n {
 		prompt := fx.tok.EncodeSpecial(fmt.Sprintf("<|im_start|>user\nrequest %d: %s<|im_end|>\n<|im_start|>assistant\n", i, strings.Repeat("fix the bug ", i*8)))
