@@ -156,6 +156,7 @@ func TestHarnessRandom(t *testing.T) {
 	} {
 		t.Run(tt.h.Name(), func(t *testing.T) {
 			start := time.Now()
+			self0, children0 := cpuTime()
 			gen := &capped{g: eng, n: replyCap}
 			p := newTap(t, gen, replyCap)
 			cfg := config(p, tt.h, "random-"+tt.h.Name())
@@ -169,8 +170,10 @@ func TestHarnessRandom(t *testing.T) {
 			cfg.AgentTimeout = 5 * time.Minute
 			row, segs, _ := mustRun(t, cfg)
 			gen.log(t)
-			t.Logf("%s: forks %v, side requests %d, retries %d, took %s", tt.h.Name(), p.rec.Metrics.Forks, p.rec.Metrics.SideRequests,
-				p.rec.Metrics.Retries, time.Since(start))
+			self1, children1 := cpuTime()
+			t.Logf("%s: forks %v, side requests %d, retries %d, took %s (CPU: %.1fs test process, %.1fs sandboxed processes)", tt.h.Name(),
+				p.rec.Metrics.Forks, p.rec.Metrics.SideRequests, p.rec.Metrics.Retries, time.Since(start), (self1 - self0).Seconds(),
+				(children1 - children0).Seconds())
 			if row.Termination == "" || row.Status == "" {
 				t.Fatalf("no typed termination: %+v", row)
 			}
