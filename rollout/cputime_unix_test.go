@@ -7,16 +7,13 @@ import (
 	"time"
 )
 
-// cpuTime is the CPU time, user plus system, of this process (the engine,
-// the proxy) and of its waited-for descendants (the sandboxed harnesses);
-// zeros when it cannot be read.
-func cpuTime() (self, children time.Duration) {
+// cpuTime is the CPU time, user plus system, this process (the engine, the
+// proxy) has used; 0 when it cannot be read. The sandboxed harnesses are
+// not its waited-for children, so their time is not in it.
+func cpuTime() time.Duration {
 	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
 	}
-	if syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru) == nil {
-		children = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	return self, children
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
