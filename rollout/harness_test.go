@@ -104,7 +104,7 @@ func TestHarnessScripted(t *testing.T) {
 			cfg := config(p, tt.h, "scripted-"+tt.h.Name())
 			cfg.CacheDir = cache
 			cfg.SetupTimeout = 10 * time.Minute
-			cfg.AgentTimeout = 8 * time.Minute
+			cfg.AgentTimeout = 3 * time.Minute
 			row, segs, steps := mustRun(t, cfg)
 			t.Logf("%s: %d steps %+v, forks %v, side requests %d, took %s", tt.h.Name(), len(steps), steps, p.rec.Metrics.Forks,
 				p.rec.Metrics.SideRequests, time.Since(start))
