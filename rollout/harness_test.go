@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +19,7 @@ import (
 	"github.com/legorl/legorl/policy/engine"
 	"github.com/legorl/legorl/policy/infer"
 	"github.com/legorl/legorl/policy/model"
+	"github.com/legorl/legorl/policy/safetensors"
 	"github.com/legorl/legorl/proxy"
 	"github.com/legorl/legorl/schemas"
 )
@@ -132,8 +136,9 @@ func (s *sideScripted) Generate(ctx context.Context, req infer.Request, emit fun
 }
 
 // TestHarnessRandom: each npm harness runs a whole rollout against a small
-// random-weight model inside the local sandbox. The model writes nonsense;
-// the rollout still ends with a typed termination, and the segments of
+// random-weight model inside the local sandbox. The model writes short
+// nonsense replies; each harness still reaches its own end within the
+// agent timeout (completed, graded: a timeout fails), and the segments of
 // the Chat Completions harnesses match what the harness received.
 func TestHarnessRandom(t *testing.T) {
 	cache := harnesstest.Cache(t)
@@ -142,72 +147,48 @@ func TestHarnessRandom(t *testing.T) {
 	for _, tt := range []struct {
 		h     harness.Harness
 		tools []chat.Tool
-		// slow: the tiny CPU model prefills this harness's prompt (20-40k
-		// tokens) in minutes on a loaded machine; a masked timeout is
-		// then a fine end too, once the harness's first request reached
-		// the engine through the proxy.
-		slow bool
 	}{
-		{harness.Pi{}, piTools, false},
-		{harness.Codex{}, nil, false},
-		{harness.OpenCode{}, openCodeTools, false},
-		{harness.ClaudeCode{}, nil, true},
-		{harness.QwenCode{}, qwenTools, true},
+		{harness.Pi{}, piTools},
+		{harness.Codex{}, nil},
+		{harness.OpenCode{}, openCodeTools},
+		{harness.ClaudeCode{}, nil},
+		{harness.QwenCode{}, qwenTools},
 	} {
 		t.Run(tt.h.Name(), func(t *testing.T) {
 			start := time.Now()
-			gen := &capped{g: eng, n: 24}
-			p := newTap(t, gen, 24)
+			cpu0 := cpuTime()
+			gen := &capped{g: eng, n: replyCap}
+			p := newTap(t, gen, replyCap)
 			cfg := config(p, tt.h, "random-"+tt.h.Name())
 			cfg.CacheDir = cache
 			cfg.MaxTurns = 3
 			cfg.SetupTimeout = 10 * time.Minute
+			// Claude Code's and qwen-code's rollouts take 20-25 CPU-seconds
+			// of the engine, nearly all the prefill of their first prompt
+			// (50-60k tokens of the test tokenizer, no earlier session to
+			// share a prefix with; docs/PERFORMANCE.md), and 75 s of wall
+			// time at a load average of 15-18 on 2 cores: 5 minutes leave
+			// room for a loaded CI machine, and a timeout fails.
 			cfg.AgentTimeout = 5 * time.Minute
-			if tt.slow {
-				cfg.AgentTimeout = 3 * time.Minute
-			}
 			row, segs, _ := mustRun(t, cfg)
-			t.Logf("%s: forks %v, side requests %d, took %s", tt.h.Name(), p.rec.Metrics.Forks, p.rec.Metrics.SideRequests, time.Since(start))
+			gen.log(t)
+			t.Logf("%s: forks %v, side requests %d, retries %d, took %s (engine and proxy: %.1f CPU-seconds)", tt.h.Name(),
+				p.rec.Metrics.Forks, p.rec.Metrics.SideRequests, p.rec.Metrics.Retries, time.Since(start), (cpuTime() - cpu0).Seconds())
 			if row.Termination == "" || row.Status == "" {
 				t.Fatalf("no typed termination: %+v", row)
+			}
+			if row.Termination == schemas.TerminationTimeout {
+				t.Fatalf("timed out after %d calls (%.0fs of model time, %d requests reached the engine)", row.NumLLMCalls, row.LLMSeconds,
+					gen.requests.Load())
 			}
 			if row.Status == schemas.StatusCompleted && (row.GradeSeconds <= 0 || row.Reward != 0) {
 				t.Errorf("not graded as expected: %+v", row)
 			}
-			// Claude Code asks for 32,000 output tokens; a reply cut at this
-			// test's 24-token cap comes back with stop_reason max_tokens, which
-			// Claude Code reports as its own API error and stops: a typed,
-			// masked end of the test's making (a rollout's replies are capped
-			// by the config's max_tokens, not at 24), once requests reached
-			// the engine.
-			claudeCut := tt.h.Name() == "claude" && row.Status == schemas.StatusMasked && strings.Contains(row.Error, "output token maximum") && gen.requests.Load() > 0
-			if claudeCut {
-				t.Logf("claude: ended on a reply cut at the test's cap (%d requests reached the engine): %s", gen.requests.Load(), row.Error)
-				return
-			}
 			if row.Termination == schemas.TerminationHarnessError || row.Termination == schemas.TerminationSandboxCrash {
 				t.Errorf("%s: %s", row.Termination, row.Error)
 			}
-			if tt.slow && row.Termination == schemas.TerminationTimeout {
-				// A timeout is never a pass by itself: it must be masked
-				// and come after the harness's request reached the engine
-				// (the integration under test).
-				if row.Status != schemas.StatusMasked {
-					t.Fatalf("a timeout not masked: %+v", row)
-				}
-				if gen.requests.Load() == 0 {
-					t.Fatalf("timed out before any request reached the engine (%d calls): nothing was checked", row.NumLLMCalls)
-				}
-				t.Logf("%s: timed out against the tiny CPU model (%d requests reached the engine, %d calls in %.0fs): its prompt is long",
-					tt.h.Name(), gen.requests.Load(), row.NumLLMCalls, row.LLMSeconds)
-				switch {
-				case tt.tools == nil || len(segs) == 0:
-				case slices.Contains(row.Flags, "stream_mismatch"): // as below: wire and segments differ by design
-					t.Logf("%s: stream_mismatch: wire and segments not compared", tt.h.Name())
-				default:
-					checkConsistent(t, p, segs, tt.tools)
-				}
-				return
+			if row.Status != schemas.StatusCompleted {
+				t.Errorf("the harness did not reach its own end: %s/%s %s", row.Status, row.Termination, row.Error)
 			}
 			if row.NumLLMCalls < 1 || len(segs) == 0 {
 				t.Fatalf("%d calls, %d segments", row.NumLLMCalls, len(segs))
@@ -227,13 +208,23 @@ func TestHarnessRandom(t *testing.T) {
 	}
 }
 
-// longRandomPolicy is randomPolicy with room for the npm harnesses'
-// prompts (their system prompts and tools run to 10-40k characters).
+// longRandomPolicy is a random-weight model with room for the npm
+// harnesses' prompts (their system prompts and tools run to 20-40k tokens
+// of a real tokenizer, 50-60k of the test's) that ends its replies. The
+// test is about the harnesses' plumbing, not the model, so the model is as
+// cheap as the engine allows where their prompts cost: prefill attention
+// grows with the square of the prompt times layers x heads, hence one
+// layer with one head (its head_dim hardly matters: each score's
+// exponential dominates). And its replies end: a random model almost
+// never samples <|im_end|> (about one token in the vocabulary's 1000), so
+// every reply would run to the cap, which Claude Code takes for its own
+// API error ("exceeded the output token maximum") and stops after three
+// retries; stopBias makes <|im_end|> about one token in replyStop.
 func longRandomPolicy(t *testing.T) *engine.Engine {
 	t.Helper()
-	cfg, err := model.ParseConfig([]byte(fmt.Sprintf(`{"model_type": "qwen3", "vocab_size": %d, "hidden_size": 64,
-		"intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-		"max_position_embeddings": 65536, "tie_word_embeddings": true}`, fx.tok.VocabSize())))
+	cfg, err := model.ParseConfig([]byte(fmt.Sprintf(`{"model_type": "qwen3", "vocab_size": %d, "hidden_size": 32,
+		"intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 1, "num_key_value_heads": 1, "head_dim": 8,
+		"max_position_embeddings": 65536, "tie_word_embeddings": false}`, fx.tok.VocabSize())))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,18 +232,94 @@ func longRandomPolicy(t *testing.T) *engine.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := engine.New(m, 1, engine.Options{})
+	end, ok := fx.tok.TokenID("<|im_end|>")
+	if !ok {
+		t.Fatal("the test tokenizer has no <|im_end|>")
+	}
+	e := engine.New(stopBias(t, m, end, 1.0/replyStop), 1, engine.Options{})
 	t.Cleanup(e.Close)
 	return e
 }
 
+// replyStop is the mean length of a reply of longRandomPolicy, in tokens:
+// one reply in replyStop is empty (qwen-code asks again after one), and a
+// reply reaches replyCap about once in 4,000.
+const replyStop = 16
+
+// replyCap bounds every reply in TestHarnessRandom (the harnesses ask for
+// thousands of tokens).
+const replyCap = 128
+
+// stopBias returns m with its weights changed so that token end has
+// probability about p at every position, whatever the context: hidden
+// dimension 0 of the residual stream is 1 for every token (its embeddings'
+// column 0) and no layer writes to it (row 0 of every o_proj and
+// down_proj is zero), so after the final RMS norm it is about
+// sqrt(hidden_size) wherever the rest is small (the random weights'
+// InitStd); column 0 of the LM head is zero but for end, whose logit it
+// raises by the log-odds that make p. The model has untied embeddings.
+func stopBias(t *testing.T, m *model.Model, end int32, p float64) *model.Model {
+	t.Helper()
+	c := m.Config()
+	d, V := c.HiddenSize, c.VocabSize
+	dir := t.TempDir()
+	if err := m.Save(dir, model.SaveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	set, err := safetensors.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts []safetensors.Tensor
+	for _, name := range set.Names() {
+		info, _ := set.Info(name)
+		w, err := set.Float32(name, info.Shape)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case name == "model.embed_tokens.weight":
+			for r := range V {
+				w[r*d] = 1
+			}
+		case strings.HasSuffix(name, ".o_proj.weight") || strings.HasSuffix(name, ".down_proj.weight"):
+			clear(w[:info.Shape[1]]) // row 0: output dimension 0
+		case name == "lm_head.weight":
+			for r := range V {
+				w[r*d] = 0
+			}
+			w[int(end)*d] = float32(math.Log(p/(1-p)*float64(V-1)) / math.Sqrt(float64(d)))
+		}
+		ts = append(ts, safetensors.Tensor{Name: name, Shape: info.Shape, Data: w})
+	}
+	if err := safetensors.WriteFile(filepath.Join(dir, safetensors.SingleFile), ts, safetensors.F32, nil); err != nil {
+		t.Fatal(err)
+	}
+	b, err := model.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // capped bounds every completion of g to n tokens: the harnesses ask for
 // thousands, and a long random completion only costs time. It counts the
-// requests that reached it.
+// requests that reached it and notes each call's prompt, cache reuse and
+// time.
 type capped struct {
 	g        proxy.Generator
 	n        int
 	requests atomic.Int64
+	mu       sync.Mutex
+	calls    []callNote
+}
+
+// callNote is one call as the generator saw it.
+type callNote struct {
+	session                string
+	prompt, cached, tokens int
+	finish                 string
+	took                   time.Duration
 }
 
 func (c *capped) Generate(ctx context.Context, req infer.Request, emit func(infer.Token)) (infer.Generation, error) {
@@ -260,5 +327,49 @@ func (c *capped) Generate(ctx context.Context, req infer.Request, emit func(infe
 	if req.MaxTokens <= 0 || req.MaxTokens > c.n {
 		req.MaxTokens = c.n
 	}
-	return c.g.Generate(ctx, req, emit)
+	start := time.Now()
+	g, err := c.g.Generate(ctx, req, emit)
+	c.mu.Lock()
+	c.calls = append(c.calls, callNote{session: req.Session, prompt: len(req.Prompt), cached: g.CachedTokens, tokens: len(g.Tokens),
+		finish: g.Finish, took: time.Since(start)})
+	c.mu.Unlock()
+	return g, err
+}
+
+// log writes each call's note.
+func (c *capped) log(t *testing.T) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, n := range c.calls {
+		t.Logf("call %d (%s): prompt %d tokens, %d cached, %d generated (%s), %.1fs", i, n.session, n.prompt, n.cached, n.tokens, n.finish, n.took.Seconds())
+	}
+}
+
+// TestStopBias: longRandomPolicy's replies end on <|im_end|>, after about
+// replyStop tokens, whatever the prompt: what lets every harness in
+// TestHarnessRandom reach its own end.
+func TestStopBias(t *testing.T) {
+	setup(t)
+	eng := longRandomPolicy(t)
+	end, _ := fx.tok.TokenID("<|im_end|>")
+	const n, limit = 64, replyCap
+	stopped, total := 0, 0
+	for i := range n {
+		prompt := fx.tok.EncodeSpecial(fmt.Sprintf("<|im_start|>user\nrequest %d: %s<|im_end|>\n<|im_start|>assistant\n", i, strings.Repeat("fix the bug ", i*8)))
+		g, err := eng.Generate(context.Background(), infer.Request{Prompt: prompt, MaxTokens: limit, StopTokens: []int32{end},
+			Sampling: infer.DefaultSampling(uint64(i))}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += len(g.Tokens)
+		if g.Finish == infer.FinishStop {
+			stopped++
+		}
+	}
+	mean := float64(total) / n
+	t.Logf("%d of %d replies stopped, %.1f tokens on average", stopped, n, mean)
+	if stopped < n-1 || mean < replyStop/3 || mean > replyStop*3 {
+		t.Errorf("%d of %d replies stopped, %.1f tokens on average: want all but at most one, about %d", stopped, n, mean, replyStop)
+	}
 }
