@@ -42,6 +42,7 @@ import (
 	"github.com/legorl/legorl/sandbox/grade"
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/tasks"
+	"github.com/legorl/legorl/text"
 )
 
 // Proxy is the model server a rollout talks to, shared by concurrent
@@ -277,7 +278,7 @@ func (r *run) end(t schemas.Termination, detail string) {
 	r.row.Termination, r.row.Status = t, t.Status()
 	if r.row.Status == schemas.StatusMasked {
 		r.row.Reward = 0
-		r.row.Error = oneLine(detail, 2000)
+		r.row.Error = text.OneLine(detail, 2000)
 	} else {
 		r.row.Error = ""
 	}
@@ -708,12 +709,4 @@ func nonNil(xs []string) []string {
 		return []string{}
 	}
 	return xs
-}
-
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		s = s[:n] + "..."
-	}
-	return s
 }

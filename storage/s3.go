@@ -17,6 +17,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/legorl/legorl/text"
 )
 
 // S3Store is a Store over an S3 bucket and key prefix, through minio-go.
@@ -83,14 +85,14 @@ func OpenS3(ctx context.Context, bucket, prefix string, opts Options) (*S3Store,
 	defer cancel()
 	ok, err := client.BucketExists(pctx, bucket)
 	if err != nil {
-		return nil, fmt.Errorf("storage: s3 endpoint %s: %s", endpoint, oneLine(err))
+		return nil, fmt.Errorf("storage: s3 endpoint %s: %s", endpoint, text.OneLine(err.Error(), 0))
 	}
 	if !ok {
 		if !opts.CreateBucket {
 			return nil, fmt.Errorf("%w: s3 bucket %q does not exist at %s", ErrNotFound, bucket, endpoint)
 		}
 		if err := client.MakeBucket(pctx, bucket, minio.MakeBucketOptions{Region: region}); err != nil {
-			return nil, fmt.Errorf("storage: create bucket %q at %s: %s", bucket, endpoint, oneLine(err))
+			return nil, fmt.Errorf("storage: create bucket %q at %s: %s", bucket, endpoint, text.OneLine(err.Error(), 0))
 		}
 	}
 	return s, nil
@@ -294,7 +296,7 @@ func (s *S3Store) opErr(ctx context.Context, op, key string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("storage: %s %s/%s: %w", op, s.URI(), key, cerr)
 	}
-	return fmt.Errorf("storage: %s %s/%s: %s", op, s.URI(), key, oneLine(err))
+	return fmt.Errorf("storage: %s %s/%s: %s", op, s.URI(), key, text.OneLine(err.Error(), 0))
 }
 
 // Get implements Getter.
@@ -359,7 +361,7 @@ func (r *s3Reader) Read(p []byte) (int, error) {
 		} else if cerr := r.ctx.Err(); cerr != nil {
 			r.err = r.s.opErr(r.ctx, "get", r.key, cerr)
 		} else if r.fails++; r.fails > maxResumes {
-			r.err = fmt.Errorf("storage: get %s/%s: broken at byte %d of %d %d times in a row: %s", r.s.URI(), r.key, r.off, r.size, maxResumes+1, oneLine(err))
+			r.err = fmt.Errorf("storage: get %s/%s: broken at byte %d of %d %d times in a row: %s", r.s.URI(), r.key, r.off, r.size, maxResumes+1, text.OneLine(err.Error(), 0))
 		} else {
 			r.err = r.reopen()
 		}
@@ -441,9 +443,4 @@ func contentType(key string) string {
 	default:
 		return "application/octet-stream"
 	}
-}
-
-// oneLine flattens a multi-line error message.
-func oneLine(err error) string {
-	return strings.Join(strings.Fields(err.Error()), " ")
 }

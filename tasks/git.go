@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/legorl/legorl/text"
 )
 
 // GitEnv is the environment of every git process this project runs: no
@@ -56,17 +58,9 @@ func Git(ctx context.Context, dir string, stdin io.Reader, args ...string) ([]by
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return stdout.Bytes(), fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, oneLine(stderr.String()))
+		return stdout.Bytes(), fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, text.OneLine(stderr.String(), 300))
 	}
 	return stdout.Bytes(), nil
-}
-
-func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 300 {
-		s = s[:300] + "..."
-	}
-	return s
 }
 
 // WriteTree writes a tree into dir (which must not exist or be empty).

@@ -13,6 +13,7 @@ import (
 	"github.com/legorl/legorl/rollout"
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
+	"github.com/legorl/legorl/text"
 )
 
 // runGroup runs a group whose claim does not exist yet: its rollouts side
@@ -82,7 +83,7 @@ func runGroup(ctx context.Context, rt *runtime, st storage.Store, cfg Config, g 
 		killed := tail.killed(i) && row.Status == schemas.StatusMasked
 		if killed {
 			row.Termination, row.Status = schemas.TerminationTimeout, schemas.StatusMasked
-			row.Error = oneLine("tail-kill: the rest of the group ended "+cfg.TailGrace.String()+" earlier; "+row.Error, 2000)
+			row.Error = text.OneLine("tail-kill: the rest of the group ended "+cfg.TailGrace.String()+" earlier; "+row.Error, 2000)
 			row.Flags = appendFlag(row.Flags, "tail_killed")
 		}
 		rt.met.Pipeline.rolloutEnded(row, r.took)
@@ -182,7 +183,7 @@ func maskedRow(cfg Config, g Group, spec Spec, t schemas.Termination, detail str
 	return schemas.Rollout{
 		RunID: cfg.RunID, Iteration: cfg.Iteration, TaskID: g.Task.Instance.InstanceID, GroupID: g.GroupID,
 		RolloutID: spec.RolloutID, Harness: cfg.Harness, PolicyVersion: cfg.PolicyVersion, Seed: spec.Seed,
-		Status: t.Status(), Termination: t, Error: oneLine(detail, 2000),
+		Status: t.Status(), Termination: t, Error: text.OneLine(detail, 2000),
 		F2PPassed: []string{}, F2PFailed: []string{}, P2PPassed: []string{}, P2PFailed: []string{}, Flags: splitFlags(g.Task.Instance.Split, "abandoned"),
 	}
 }
@@ -272,27 +273,6 @@ func appendFlag(flags []string, f string) []string {
 		}
 	}
 	return append(flags, f)
-}
-
-func oneLine(s string, n int) string {
-	b := []rune(s)
-	out := make([]rune, 0, len(b))
-	space := false
-	for _, r := range b {
-		if r == '\n' || r == '\r' || r == '\t' || r == ' ' {
-			if !space && len(out) > 0 {
-				out = append(out, ' ')
-			}
-			space = true
-			continue
-		}
-		space = false
-		out = append(out, r)
-	}
-	if len(out) > n {
-		return string(out[:n]) + "..."
-	}
-	return string(out)
 }
 
 func splitFlags(split string, flags ...string) []string {

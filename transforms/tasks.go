@@ -10,6 +10,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/legorl/legorl/tasks"
+	"github.com/legorl/legorl/text"
 )
 
 func init() {
@@ -63,7 +64,7 @@ type checkTaskFn struct{}
 func (f *checkTaskFn) ProcessElement(t Task, valid func(Task), rejected func(Rejected)) {
 	in := t.Instance
 	if err := in.Check(); err != nil {
-		rejected(Rejected{TaskID: in.InstanceID, Reason: tasks.Reason(err), Detail: oneLine(err.Error(), 500)})
+		rejected(Rejected{TaskID: in.InstanceID, Reason: tasks.Reason(err), Detail: text.OneLine(err.Error(), 500)})
 		return
 	}
 	if in.Snapshot != "" {
@@ -74,7 +75,7 @@ func (f *checkTaskFn) ProcessElement(t Task, valid func(Task), rejected func(Rej
 				why = err.Error()
 			}
 			rejected(Rejected{TaskID: in.InstanceID, Reason: tasks.Reason(tasks.ErrSnapshot),
-				Detail: oneLine(fmt.Sprintf("snapshot %s: %s", dir, why), 500)})
+				Detail: text.OneLine(fmt.Sprintf("snapshot %s: %s", dir, why), 500)})
 			return
 		}
 	}

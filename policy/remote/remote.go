@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/legorl/legorl/policy/infer"
+	"github.com/legorl/legorl/text"
 )
 
 // ErrUnavailable: the server could not be reached or did not finish the
@@ -461,13 +462,13 @@ func (e *Engine) statusErr(code int, raw []byte) error {
 	default:
 		sentinel = ErrUnavailable
 	}
-	return fmt.Errorf("%w: %s at %s: HTTP %d %s: %s", sentinel, e.name, e.url, code, http.StatusText(code), oneLine(msg))
+	return fmt.Errorf("%w: %s at %s: HTTP %d %s: %s", sentinel, e.name, e.url, code, http.StatusText(code), text.OneLine(msg, 300))
 }
 
 // eventErr turns an error event inside a 200 stream, or an error body, into
 // an error.
 func (e *Engine) eventErr(w *wireError) error {
-	msg := oneLine(w.text())
+	msg := text.OneLine(w.text(), 300)
 	if msg == "" {
 		msg = "(no message)"
 	}

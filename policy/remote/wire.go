@@ -162,16 +162,6 @@ func (w *wireError) innerCode() json.RawMessage {
 	return nil
 }
 
-// oneLine makes a server message fit one line of a Go error.
-func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	const max = 300
-	if r := []rune(s); len(r) > max {
-		s = string(r[:max]) + "..."
-	}
-	return s
-}
-
 // overlongPhrases are how vLLM and SGLang say a request does not fit the
 // context (matched lower-case):
 //   - vLLM: "This model's maximum context length is N tokens. However, you

@@ -91,15 +91,6 @@ func TestOverlongPhrases(t *testing.T) {
 	}
 }
 
-func TestOneLine(t *testing.T) {
-	if got := oneLine("a\nb\t c"); got != "a b c" {
-		t.Errorf("oneLine = %q", got)
-	}
-	if got := oneLine(strings.Repeat("x", 400)); len(got) != 303 {
-		t.Errorf("oneLine kept %d bytes", len(got))
-	}
-}
-
 func TestDecodeNPY(t *testing.T) {
 	table := remotetest.Routes(3, 2, 4, func(r, l, j int) int32 { return int32(r*8 + l*4 + j) })
 	for _, dtype := range []string{"<i4", "<u4", "<i2", "<u2", "|u1", "|i1", "<i8", "<u8"} {

@@ -32,6 +32,7 @@ import (
 
 	"github.com/legorl/legorl/sandbox"
 	"github.com/legorl/legorl/tasks"
+	"github.com/legorl/legorl/text"
 )
 
 //go:embed runner/run_pytest.py runner/run_fast.py runner/pytest.ini
@@ -204,7 +205,7 @@ func (g *Grader) Grade(ctx context.Context, suiteDir string, inst *tasks.Instanc
 		} else if gold.Detail != "" {
 			what = gold.Detail
 		}
-		return infra(InfraGoldFails, oneLine(what))
+		return infra(InfraGoldFails, text.OneLine(what, 300))
 	}
 	gr.Flags = append(gr.Flags, "setup_failed_by_diff:"+setup.kind)
 	return gr, nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/legorl/legorl/sandbox"
 	"github.com/legorl/legorl/tasks"
+	"github.com/legorl/legorl/text"
 )
 
 // Validate checks an instance at ingest: its fields (Instance.Check), the
@@ -52,7 +53,7 @@ func (g *Grader) Validate(ctx context.Context, suiteDir string, inst *tasks.Inst
 		if first != nil && (!slices.Equal(first.F2PFailed, gr.F2PFailed) || !slices.Equal(first.P2PFailed, gr.P2PFailed)) {
 			return fmt.Errorf("%w: %s: gold patch runs 1 and %d disagree (failed %v then %v; run 1: exit %d, %s; run %d: exit %d, %s)", tasks.ErrFlaky, inst.InstanceID, i+1,
 				append(first.F2PFailed, first.P2PFailed...), append(gr.F2PFailed, gr.P2PFailed...),
-				first.ExitCode, oneLine(first.Detail), i+1, gr.ExitCode, oneLine(gr.Detail))
+				first.ExitCode, text.OneLine(first.Detail, 300), i+1, gr.ExitCode, text.OneLine(gr.Detail, 300))
 		}
 		if first == nil {
 			first = &gr
@@ -118,13 +119,4 @@ func (g *Grader) ValidateSuite(ctx context.Context, s *tasks.Suite, runs, jobs i
 	}
 	wg.Wait()
 	return out
-}
-
-// oneLine flattens text into one line of at most 300 bytes, for error messages.
-func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 300 {
-		s = s[:300] + "..."
-	}
-	return s
 }
