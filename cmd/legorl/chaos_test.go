@@ -28,10 +28,13 @@ var chaosPoints = []chaosPoint{
 	{"demonstrations", "demonstrations of the", 0},
 	{"SFT", "sft step", 0},
 	{"held-out eval (pipeline)", "eval of policy v1 on heldout, t1", 300 * time.Millisecond},
-	{"rollout pipeline, iteration 0", "iteration 0: rollouts of policy", 700 * time.Millisecond},
+	// The delays stay well under a stage's length: iteration 0's rollouts,
+	// update and publish now take about a second together, and a kill past
+	// them leaves the later points unreachable.
+	{"rollout pipeline, iteration 0", "iteration 0: rollouts of policy", 200 * time.Millisecond},
 	{"update (recompute, gradients)", "iteration 0: 4 rollouts", 0},
 	{"checkpoint publish and train_steps commit", "publishing the checkpoint", 0},
-	{"rollout pipeline, iteration 1", "iteration 1: rollouts of policy", 1500 * time.Millisecond},
+	{"rollout pipeline, iteration 1", "iteration 1: rollouts of policy", 300 * time.Millisecond},
 	{"final eval", "eval of policy v3 on heldout, t1", 200 * time.Millisecond},
 }
 
