@@ -41,17 +41,24 @@ help: ## list the targets
 demo: build pytest-ref ## the main job on embedded defaults: a short RL loop (built-in suite, tiny model, SFT, 2 iterations) with the before/after table; resumes if interrupted
 	$(BIN)/legorl run --store file://./legorl-data --work ./legorl-work/demo-rl
 
-# The starter checkpoint (policy/starter): the SFT stage of
-# docs/results/bash-pools.json, committed so RL runs and the demo start from
-# it ("policy": "starter:bash-sft"). Remaking it runs that SFT (about 40 min
-# on 2 cores) and checks the bytes against policy/starter/bash-sft.sha256:
-# the CPU backend's SFT is deterministic for a given binary and CPU feature
-# set (AVX-512 or not); a mismatch installs nothing and says so.
-starter: build ## remake the committed starter checkpoint (SFT of docs/results/bash-pools.json) and check its sha256
-	rm -rf legorl-work/starter
-	$(BIN)/legorl run --config docs/results/bash-pools.json --run starter --work legorl-work/starter \
-		--store file://$(CURDIR)/legorl-work/starter/store --prepare-only
-	scripts/starter-install legorl-work/starter/checkpoints/sft policy/starter/bash-sft
+# The starter checkpoints (policy/starter): the SFT stage of a results
+# config, committed so RL runs and the demo start from it ("policy":
+# "starter:NAME"). bash-sft is the SFT of docs/results/bash-pools.json,
+# bash-sed that of docs/results/bash-sed.json. `make starter
+# [STARTER=NAME]` runs that SFT again (about 40 min on 2 cores) and checks
+# the bytes against policy/starter/NAME.sha256: the CPU backend's SFT is
+# deterministic for a given binary and CPU feature set (AVX-512 or not); a
+# mismatch installs nothing and says so. It runs under the config's own run
+# name, which seeds the choice of the SFT probe's tasks.
+STARTER ?= bash-sft
+STARTER_CONFIG_bash-sft := docs/results/bash-pools.json
+STARTER_CONFIG_bash-sed := docs/results/bash-sed.json
+starter: build ## remake a committed starter checkpoint (STARTER=bash-sft or bash-sed: the SFT of its results config) and check its sha256
+	@test -n "$(STARTER_CONFIG_$(STARTER))" || { echo "starter: STARTER=$(STARTER): no such starter (bash-sft, bash-sed)" >&2; exit 2; }
+	rm -rf legorl-work/starter-$(STARTER)
+	$(BIN)/legorl run --config $(STARTER_CONFIG_$(STARTER)) --work legorl-work/starter-$(STARTER) \
+		--store file://$(CURDIR)/legorl-work/starter-$(STARTER)/store --prepare-only
+	scripts/starter-install legorl-work/starter-$(STARTER)/checkpoints/sft policy/starter/$(STARTER)
 
 # The docker sandbox tests use a private Docker Engine under .cache/docker
 # (no bridge, no iptables) and a base image built locally with debootstrap.

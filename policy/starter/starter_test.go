@@ -12,19 +12,25 @@ import (
 )
 
 func TestInstall(t *testing.T) {
-	if got := strings.Join(starter.Names(), ","); got != "bash-sft" {
+	if got := strings.Join(starter.Names(), ","); got != "bash-sed,bash-sft" {
 		t.Fatalf("starters %q", got)
+	}
+	for _, name := range starter.Names() {
+		d := filepath.Join(t.TempDir(), name)
+		if _, err := starter.Install(name, d); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := model.LoadConfig(filepath.Join(d, "config.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.VocabSize != 1024 || cfg.HiddenSize != 128 {
+			t.Errorf("%s: config %+v", name, cfg)
+		}
 	}
 	dir := filepath.Join(t.TempDir(), "bash-sft")
 	if _, err := starter.Install("bash-sft", dir); err != nil {
 		t.Fatal(err)
-	}
-	cfg, err := model.LoadConfig(filepath.Join(dir, "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.VocabSize != 1024 || cfg.HiddenSize != 128 {
-		t.Errorf("config %+v", cfg)
 	}
 	// Installing again over the same bytes is a no-op; other bytes are refused.
 	if _, err := starter.Install("bash-sft", dir); err != nil {
