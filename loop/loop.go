@@ -160,6 +160,10 @@ type EvalResult struct {
 	// Greedy and GreedyCI95 are the same with greedy decoding.
 	Greedy     map[string]map[string]float64    `json:"greedy,omitempty"`
 	GreedyCI95 map[string]map[string][2]float64 `json:"greedy_ci95,omitempty"`
+	// Families[mode][harness][split][family] is pass@1 over the split's
+	// tasks of each task family (mode t1 or greedy): where RL gained and
+	// where it did not.
+	Families map[string]map[string]map[string]map[string]float64 `json:"families,omitempty"`
 	// perTask[mode][harness][split][task] is each task's pass rate, for
 	// the paired before/after comparison.
 	perTask map[string]map[string]map[string]map[string]float64
@@ -459,17 +463,19 @@ func (l *looper) eval(ctx context.Context, dir string) (EvalResult, error) {
 		return EvalResult{}, err
 	}
 	e := EvalResult{PolicyVersion: version, Checkpoint: dir, Pass1: map[string]map[string]float64{}, Tasks: map[string]map[string]int{},
-		CI95: map[string]map[string][2]float64{}, perTask: map[string]map[string]map[string]map[string]float64{}}
+		CI95: map[string]map[string][2]float64{}, Families: map[string]map[string]map[string]map[string]float64{},
+		perTask: map[string]map[string]map[string]map[string]float64{}}
 	modes := []string{ModeT1}
 	if l.cfg.Eval.Greedy {
 		modes = append(modes, ModeGreedy)
 		e.Greedy, e.GreedyCI95 = map[string]map[string]float64{}, map[string]map[string][2]float64{}
 	}
 	for _, split := range l.cfg.Eval.Splits {
-		path, n, err := l.evalTasks(split)
+		path, ins, err := l.evalTasks(split)
 		if err != nil {
 			return e, err
 		}
+		n := len(ins)
 		if n == 0 {
 			continue
 		}
@@ -493,6 +499,10 @@ func (l *looper) eval(ctx context.Context, dir string) (EvalResult, error) {
 					e.perTask[mode] = map[string]map[string]map[string]float64{}
 				}
 				set(e.perTask[mode], r.Harness, split, r.PerTask)
+				if e.Families[mode] == nil {
+					e.Families[mode] = map[string]map[string]map[string]float64{}
+				}
+				set(e.Families[mode], r.Harness, split, familyPass1(ins, r.PerTask))
 				l.logf("eval of policy v%d (%s): %s on %s: pass@1 %.3f [%.3f, %.3f] over %d tasks (%d masked)", version, mode, r.Harness, split,
 					r.Pass1, iv[0], iv[1], r.Tasks, r.Masked)
 			}
@@ -524,6 +534,22 @@ func (l *looper) evalRun(ctx context.Context, dir string, version int64, split, 
 		d()
 	}
 	return t, err
+}
+
+// familyPass1 is the mean pass rate of each family's tasks in perTask
+// (task id -> pass rate); tasks without a family count under "".
+func familyPass1(ins []tasks.Instance, perTask map[string]float64) map[string]float64 {
+	sum, n := map[string]float64{}, map[string]int{}
+	for _, in := range ins {
+		if v, ok := perTask[in.InstanceID]; ok {
+			sum[in.Family] += v
+			n[in.Family]++
+		}
+	}
+	for f := range sum {
+		sum[f] /= float64(n[f])
+	}
+	return sum
 }
 
 // interval is the 95% interval of an eval row's pass@1: Wilson's for one

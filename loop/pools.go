@@ -234,19 +234,19 @@ func (l *looper) probeTasks(n int) (string, error) {
 
 // evalTasks is the task file of a held-out split's evals: its first
 // eval.max_tasks tasks, or every one.
-func (l *looper) evalTasks(split string) (string, int, error) {
+func (l *looper) evalTasks(split string) (string, []tasks.Instance, error) {
 	ins, err := l.split(split)
 	if err != nil {
-		return "", 0, err
+		return "", nil, err
 	}
 	if m := l.cfg.Eval.MaxTasks; m > 0 && len(ins) > m {
 		ins = ins[:m]
 	}
 	if len(ins) == 0 {
-		return "", 0, nil
+		return "", nil, nil
 	}
 	p, err := l.taskFile("eval-"+split, ins)
-	return p, len(ins), err
+	return p, ins, err
 }
 
 // taskFile writes ins to WorkDir/pools/NAME.jsonl once; a file already

@@ -91,6 +91,22 @@ func (r *Result) Table() string {
 		fmt.Fprintf(&b, "%-8s %-15s %-6s %.3f [%.3f,%.3f] %.3f [%.3f,%.3f] %+.3f [%+.3f,%+.3f] %5d %9.2g\n", c.Harness, c.Split, c.Mode,
 			c.Before, c.BeforeCI[0], c.BeforeCI[1], c.After, c.AfterCI[0], c.AfterCI[1], c.Diff, c.Lo, c.Hi, c.Tasks, c.McNemarP)
 	}
+	for _, c := range r.Comparisons {
+		before, after := first.Families[c.Mode][c.Harness][c.Split], last.Families[c.Mode][c.Harness][c.Split]
+		if len(before) < 2 {
+			continue // one family: the row above says it all
+		}
+		fams := make([]string, 0, len(before))
+		for f := range before {
+			fams = append(fams, f)
+		}
+		sort.Strings(fams)
+		parts := make([]string, len(fams))
+		for i, f := range fams {
+			parts[i] = fmt.Sprintf("%s %.2f -> %.2f", f, before[f], after[f])
+		}
+		fmt.Fprintf(&b, "by family, %s %s %s: %s\n", c.Harness, c.Split, c.Mode, strings.Join(parts, ", "))
+	}
 	if len(r.Iterations) > 0 {
 		var rates, zv []string
 		for _, it := range r.Iterations {
