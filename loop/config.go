@@ -14,6 +14,7 @@ import (
 
 	"github.com/legorl/legorl/harness"
 	"github.com/legorl/legorl/harness/scripted"
+	"github.com/legorl/legorl/policy/model"
 	"github.com/legorl/legorl/policy/starter"
 	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/tasks"
@@ -52,6 +53,11 @@ type Config struct {
 	// SFT, when set, warm-starts the policy on the scripted solver's
 	// demonstrations of the training split before the first iteration.
 	SFT *SFT `json:"sft,omitempty"`
+	// Upcycle, when set, turns the dense starting policy (after SFT, if
+	// any) into a Qwen3-MoE of Experts copies of each MLP with a fresh
+	// router (model.Upcycle), written once to WorkDir/checkpoints/upcycled:
+	// RL on a MoE that starts as competent as the dense policy.
+	Upcycle *model.UpcycleOptions `json:"upcycle,omitempty"`
 
 	// Harness is the agent trained. Required.
 	Harness string `json:"harness"`
@@ -420,6 +426,9 @@ func (c Config) Validate() error {
 		if p.Tasks < 1 || p.Every < 1 || p.Band[0] < 0 || p.Band[1] > 1 || p.Band[0] > p.Band[1] {
 			return bad("sft.probe: tasks %d, every %d, band %v: want tasks and every >= 1 and 0 <= lo <= hi <= 1", p.Tasks, p.Every, p.Band)
 		}
+	}
+	if u := c.Upcycle; u != nil && (u.Experts < 1 || u.Experts > 1<<15 || u.TopK < 1 || u.TopK > u.Experts || u.Noise < 0) {
+		return bad("upcycle: experts %d, top_k %d, noise %g: want 1 <= top_k <= experts <= 32768, noise >= 0", u.Experts, u.TopK, u.Noise)
 	}
 	if p := c.Rollout.Precision; p != "" && p != "fp32" && p != "bf16" {
 		return bad("rollout.precision %q: want fp32 or bf16", p)

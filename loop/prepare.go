@@ -68,6 +68,16 @@ func (l *looper) prepare(ctx context.Context) error {
 			return err
 		}
 	}
+	if o := cfg.Upcycle; o != nil {
+		dir := filepath.Join(cfg.WorkDir, "checkpoints", "upcycled")
+		if !exists(dir) {
+			if _, err := trainer.Upcycle(l.start, dir, *o, l.o.CodeVersion); err != nil {
+				return fmt.Errorf("upcycle: %w", err)
+			}
+			l.logf("upcycled %s into a mixture of %d experts (top-%d, noise %g) in %s", l.start, o.Experts, o.TopK, o.Noise, dir)
+		}
+		l.start = dir
+	}
 	return nil
 }
 

@@ -331,17 +331,9 @@ func SFT(ctx context.Context, o SFTOptions) (*SFTResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: parent %s: %w", ErrCheckpoint, o.PolicyDir, err)
 	}
-	parent := ParentRef{}
-	if parent.Path, err = filepath.Abs(o.PolicyDir); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
-	}
-	if parent.WeightsSHA256, err = weightsHash(o.PolicyDir); err != nil {
+	parent, err := parentOf(o.PolicyDir)
+	if err != nil {
 		return nil, err
-	}
-	if lin, err := ReadLineage(o.PolicyDir); err != nil {
-		return nil, err
-	} else if lin != nil {
-		parent.Version = lin.Version
 	}
 	maxTok := cfg.MaxTokens
 	if mp := m.Config().MaxPositionEmbeddings; mp > 0 && mp < maxTok {

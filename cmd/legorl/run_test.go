@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/legorl/legorl/loop"
+	"github.com/legorl/legorl/policy/checkpoint"
+	"github.com/legorl/legorl/policy/model"
 	"github.com/legorl/legorl/trainer"
 )
 
@@ -383,6 +385,7 @@ func TestRunConfigErrors(t *testing.T) {
 		{"rl probe without K", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "rl": {"probe": {}}}`, "rl.probe needs rl.tasks_per_iteration"},
 		{"rl probe negative patience", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "rl": {"tasks_per_iteration": 2, "probe": {"patience": -1}}}`, "rl.probe: tasks 128, every 10, patience -1"},
 		{"bad rollout precision", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "rollout": {"precision": "fp16"}}`, `rollout.precision "fp16": want fp32 or bf16`},
+		{"upcycle top-k past experts", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "policy": "starter:bash-sed", "upcycle": {"experts": 2, "top_k": 4}}`, "upcycle: experts 2, top_k 4"},
 		{"probe band past 1", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "sft": {"probe": {"band": [0.2, 1.5]}}}`, "sft.probe"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -486,4 +489,49 @@ func resultsMismatch(doc, config string, summary []byte) string {
 		}
 	}
 	return ""
+}
+
+// TestRunUpcycle: a config's upcycle turns the starter into a mixture of
+// experts once, before the first iteration, with a lineage one version on.
+func TestRunUpcycle(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "up.json")
+	os.WriteFile(cfg, []byte(`{"run": "up", "harness": "bash", "builtin": {"n": 8, "seed": 1, "languages": ["python"]},
+		"policy": "starter:bash-sed", "upcycle": {"experts": 4, "top_k": 2, "noise": 0.01, "seed": 1}}`), 0o644)
+	work, store := filepath.Join(dir, "work"), "file://"+filepath.Join(dir, "store")
+	up := filepath.Join(work, "checkpoints", "upcycled")
+	self, _ := os.Executable() // the test binary serves as legorl-agent
+	var sum string
+	for round := range 2 { // the second run reuses the folder
+		code, _, stderr := runCLI(t, testEnv(nil), "run", "--config", cfg, "--work", work, "--store", store, "--prepare-only", "--agent", self)
+		if code != 0 {
+			t.Fatalf("round %d: exit %d: %s", round, code, stderr)
+		}
+		if logged := strings.Contains(stderr, "upcycled"); logged != (round == 0) {
+			t.Errorf("round %d: upcycle logged %v:\n%s", round, logged, stderr)
+		}
+		b, err := os.ReadFile(filepath.Join(up, "model.safetensors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := fmt.Sprintf("%x", sha256.Sum256(b)); round == 0 {
+			sum = s
+		} else if s != sum {
+			t.Errorf("the upcycled weights changed on resume")
+		}
+	}
+	c, err := model.LoadConfig(filepath.Join(up, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NumExperts != 4 || c.NumExpertsPerTok != 2 || c.MoELayers() != c.NumHiddenLayers {
+		t.Errorf("config: %d experts, top-%d, %d MoE layers of %d", c.NumExperts, c.NumExpertsPerTok, c.MoELayers(), c.NumHiddenLayers)
+	}
+	h, err := checkpoint.Read(up)
+	if err != nil || h == nil || h.Kind != trainer.LineageKindUpcycle || h.Version != 2 || h.Parent.Version != 1 {
+		t.Fatalf("lineage %+v, err %v", h, err)
+	}
+	if _, err := os.Stat(filepath.Join(up, "tokenizer.json")); err != nil {
+		t.Errorf("the parent's tokenizer did not travel: %v", err)
+	}
 }
