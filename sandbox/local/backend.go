@@ -25,8 +25,9 @@ import (
 
 // Options configure the backend. The zero value is the default.
 type Options struct {
-	// Dir is where sandbox folders (the workspace copies) are made.
-	// Defaults to os.TempDir().
+	// Dir is where the backend makes the folder that holds its sandboxes'
+	// folders (the workspace copies): a small tmpfs mounted once, at the
+	// first Create. Defaults to os.TempDir().
 	Dir string
 	// NoCgroups runs without memory, pids and cpu cgroups (the pids limit
 	// still holds through RLIMIT_NPROC). Defaults to false: Create fails
@@ -65,6 +66,8 @@ type Backend struct {
 	mu sync.Mutex // guards sp, and serializes spawn requests
 	sp *spawner
 
+	home *home // holds the sandboxes' folders
+
 	gcOnce       sync.Once // removes what dead host processes left
 	prestartOnce sync.Once
 	prestarting  sync.WaitGroup // the prestart goroutine, which Close waits for
@@ -94,7 +97,7 @@ func New(opts Options) *Backend {
 	case opts.Prestart == 0:
 		opts.Prestart = defaultPrestart
 	}
-	b := &Backend{opts: opts, stop: make(chan struct{}),
+	b := &Backend{opts: opts, stop: make(chan struct{}), home: &home{parent: opts.Dir},
 		pool: make(chan *holderProc, opts.Prestart), refill: make(chan struct{}, opts.Prestart)}
 	for range opts.Prestart {
 		b.refill <- struct{}{}

@@ -22,6 +22,9 @@ type cgroup struct {
 	v2   bool
 	dirs map[string]string // controller ("memory", "pids", "cpu"; "" for v2) -> folder
 	lim  cgroupLimits      // as last written
+	// The files of the OOM-kill and pids-limit event counts, kept open:
+	// every Exec reads both.
+	oomEvents, pidsEvents *cgroupfs.File
 }
 
 // cgroupLimits are the limits a cgroup enforces.
@@ -83,6 +86,18 @@ func newCgroup(name string, lim cgroupLimits) (*cgroup, error) {
 		}
 	}
 	if err := c.setLimits(lim); err != nil {
+		c.remove()
+		return nil, err
+	}
+	oom, pids := filepath.Join(c.dirs["memory"], "memory.oom_control"), filepath.Join(c.dirs["pids"], "pids.events")
+	if c.v2 {
+		oom, pids = filepath.Join(c.dirs[""], "memory.events"), filepath.Join(c.dirs[""], "pids.events")
+	}
+	if c.oomEvents, err = cgroupfs.Open(oom); err != nil {
+		c.remove()
+		return nil, err
+	}
+	if c.pidsEvents, err = cgroupfs.Open(pids); err != nil {
 		c.remove()
 		return nil, err
 	}
@@ -182,16 +197,7 @@ func (c *cgroup) counters() cgroupCounters {
 	if c == nil {
 		return cgroupCounters{}
 	}
-	if c.v2 {
-		return cgroupCounters{
-			oomKills: cgroupfs.ReadKey(filepath.Join(c.dirs[""], "memory.events"), "oom_kill"),
-			pidsMax:  cgroupfs.ReadKey(filepath.Join(c.dirs[""], "pids.events"), "max"),
-		}
-	}
-	return cgroupCounters{
-		oomKills: cgroupfs.ReadKey(filepath.Join(c.dirs["memory"], "memory.oom_control"), "oom_kill"),
-		pidsMax:  cgroupfs.ReadKey(filepath.Join(c.dirs["pids"], "pids.events"), "max"),
-	}
+	return cgroupCounters{oomKills: c.oomEvents.ReadKey("oom_kill"), pidsMax: c.pidsEvents.ReadKey("max")}
 }
 
 // remove deletes the groups; it waits briefly for dying processes to leave.
@@ -199,6 +205,12 @@ func (c *cgroup) remove() error {
 	if c == nil {
 		return nil
 	}
+	for _, f := range []*cgroupfs.File{c.oomEvents, c.pidsEvents} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	c.oomEvents, c.pidsEvents = nil, nil
 	var errs []error
 	for ctl, dir := range c.dirs {
 		var err error

@@ -60,7 +60,7 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec) (_ *localSandbo
 	if err != nil {
 		return nil, setupErr("init", err)
 	}
-	s := &localSandbox{spec: spec, uid: h.uid, dir: h.dir, ws: h.ws, cg: h.cg,
+	s := &localSandbox{spec: spec, uid: h.uid, home: h.home, dir: h.dir, ws: h.ws, cg: h.cg,
 		holderPid: h.pid, pidfd: h.pidfd, ctl: h.ctl, ctlFD: h.ctlFD, refill: refill}
 	defer func() {
 		if err != nil {
@@ -147,7 +147,8 @@ func randomUID() (int, error) {
 type localSandbox struct {
 	spec sandbox.Spec
 	uid  int
-	dir  string // host folder holding the workspace
+	home *home
+	dir  string // host folder holding the workspace, in home
 	ws   string // host path of the workspace
 	cg   *cgroup
 
@@ -643,8 +644,8 @@ func (s *localSandbox) Close() error {
 	}
 	// The workspace mount goes before the cgroups: its pages are charged to
 	// them.
-	if err := capfs.RemoveAll(s.dir); err != nil {
-		errs = append(errs, fmt.Errorf("sandbox: local: remove %s: %w", s.dir, err))
+	if err := s.home.removeFolder(s.dir); err != nil {
+		errs = append(errs, fmt.Errorf("sandbox: local: %w", err))
 	}
 	<-killed // a cgroup cannot be removed while a process is in it
 	if err := s.cg.remove(); err != nil {

@@ -302,7 +302,8 @@ func TestExecTooBig(t *testing.T) {
 }
 
 // TestBackendClose: Close ends prestarted inits and removes their folders
-// (workspace mounts) and cgroups; Create fails afterwards.
+// (workspace mounts) and cgroups, and the backend's folder that held them;
+// Create fails afterwards.
 func TestBackendClose(t *testing.T) {
 	dir := t.TempDir()
 	b := local.New(local.Options{Prestart: 2, Dir: dir})
@@ -313,8 +314,8 @@ func TestBackendClose(t *testing.T) {
 	cgs := local.CgroupDirs(sb)
 	sb.Close()
 	time.Sleep(500 * time.Millisecond) // let the pool fill
-	if entries, _ := os.ReadDir(dir); len(entries) < 2 {
-		t.Fatalf("%d prestarted folders in %s before Close, want 2", len(entries), dir)
+	if folders, _ := filepath.Glob(filepath.Join(dir, "legorl-sandbox-*", "legorl-sandbox-*")); len(folders) != 2 {
+		t.Fatalf("prestarted folders %v in %s before Close, want 2", folders, dir)
 	}
 	if err := b.Close(); err != nil {
 		t.Fatalf("close: %v", err)

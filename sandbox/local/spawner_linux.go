@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -18,7 +17,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/legorl/legorl/sandbox"
-	"github.com/legorl/legorl/sandbox/internal/capfs"
 )
 
 // The spawner is a small helper process (this binary re-executed) that
@@ -195,8 +193,9 @@ func (b *Backend) spawnerDone(failed bool) {
 
 // Close ends the backend's helper process and prestarted inits, and with
 // them every sandbox of the backend still open, and removes the prestarted
-// inits' folders and cgroups. Create fails with sandbox.ErrClosed
-// afterwards.
+// inits' folders and cgroups, and the folder that holds the sandboxes'
+// folders (when the last open sandbox closes, if any is). Create fails with
+// sandbox.ErrClosed afterwards.
 func (b *Backend) Close() error {
 	b.stopOnce.Do(func() { close(b.stop) })
 	// The spawner goes first: its end kills every holder (their
@@ -218,40 +217,46 @@ func (b *Backend) Close() error {
 		}
 		break
 	}
+	if err := b.home.close(); err != nil {
+		errs = append(errs, fmt.Errorf("sandbox: local: %w", err))
+	}
 	return errors.Join(errs...)
 }
 
 // holderProc is a started holder, not yet given a spec, with what the host
-// made for it meanwhile: its folder, the workspace tmpfs mounted in it at
-// the default size, and its cgroups with the default limits, the holder in
-// them.
+// made for it: its folder, the workspace tmpfs mounted in it at the default
+// size, and its cgroups with the default limits, the holder in them.
 type holderProc struct {
 	uid      int
 	pid      int
 	pidfd    int      // -1 until spawned and once reaped
 	ctl      *os.File // host end of the control socket
 	ctlFD    int
-	dir      string // host folder, named for collectOrphans
+	home     *home
+	dir      string // host folder in home, named for collectOrphans
 	ws       string // dir/workspace: a tmpfs of disk bytes
 	disk     int64
 	cg       *cgroup // nil with Options.NoCgroups
 	prepared bool    // its root is built
 }
 
-// startHolder makes a holder's folder, starts the holder through the
-// spawner and, while the holder builds its root (see waitPrepared), mounts
-// its workspace and makes its cgroups, all with spec.WithDefaults()'s
-// limits. On error nothing is left.
+// startHolder makes a holder's folder and workspace mount, starts the
+// holder through the spawner and, while the holder builds its root (see
+// waitPrepared), makes its cgroups, all with spec.WithDefaults()'s limits.
+// On error nothing is left.
 func (b *Backend) startHolder() (_ *holderProc, err error) {
 	uid, err := randomUID()
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp(b.opts.Dir, namePrefix+strconv.Itoa(os.Getpid())+"-")
+	// The workspace is a tmpfs of Limits.DiskBytes on the host, filled in
+	// Create and shown inside by a bind mount.
+	lim := sandbox.Spec{}.WithDefaults().Limits
+	dir, err := b.home.newFolder(lim.DiskBytes, uid)
 	if err != nil {
-		return nil, fmt.Errorf("folder: %w", err)
+		return nil, err
 	}
-	h := &holderProc{uid: uid, pidfd: -1, dir: dir, ws: filepath.Join(dir, "workspace")}
+	h := &holderProc{uid: uid, pidfd: -1, home: b.home, dir: dir, ws: filepath.Join(dir, "workspace"), disk: lim.DiskBytes}
 	defer func() {
 		if err != nil {
 			h.close()
@@ -274,16 +279,6 @@ func (b *Backend) startHolder() (_ *holderProc, err error) {
 		h.pidfd = -1
 		return nil, err
 	}
-	// The workspace is a tmpfs of Limits.DiskBytes on the host, filled in
-	// Create and shown inside by a bind mount.
-	lim := sandbox.Spec{}.WithDefaults().Limits
-	if err := os.Mkdir(h.ws, 0o755); err != nil {
-		return nil, fmt.Errorf("workspace: %w", err)
-	}
-	if err := capfs.Mount(h.ws, lim.DiskBytes, uid, uid); err != nil {
-		return nil, fmt.Errorf("workspace: %w", err)
-	}
-	h.disk = lim.DiskBytes
 	if !b.opts.NoCgroups {
 		h.cg, err = newCgroup(filepath.Base(dir), cgroupLimits{lim.MemoryBytes, lim.Pids, lim.CPUs})
 		if err != nil {
@@ -321,8 +316,8 @@ func (h *holderProc) close() error {
 		h.ctl.Close()
 	}
 	var errs []error
-	if err := capfs.RemoveAll(h.dir); err != nil {
-		errs = append(errs, fmt.Errorf("sandbox: local: remove %s: %w", h.dir, err))
+	if err := h.home.removeFolder(h.dir); err != nil {
+		errs = append(errs, fmt.Errorf("sandbox: local: %w", err))
 	}
 	if err := h.cg.remove(); err != nil {
 		errs = append(errs, err)

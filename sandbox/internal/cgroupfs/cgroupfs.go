@@ -1,7 +1,8 @@
 // Package cgroupfs reads the host's control-group files for both sandbox
 // backends: which groups a process is in (/proc/PID/cgroup) and the event
 // counters the kernel keeps in a group's flat-keyed files (memory.events,
-// pids.events, memory.oom_control). The backends differ in what they do
+// pids.events, memory.oom_control), once (ReadKey) or again and again
+// from a file kept open (File). The backends differ in what they do
 // with the groups (the local backend makes them, the Docker backend finds
 // the engine's), not in how the files read.
 package cgroupfs
@@ -9,7 +10,9 @@ package cgroupfs
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -59,6 +62,41 @@ func ReadKey(path, key string) uint64 {
 	if err != nil {
 		return 0
 	}
+	return parseKey(b, key)
+}
+
+// File is a flat-keyed cgroup file kept open: each read is one pread(2)
+// from its start, which the kernel answers with the counters as they are
+// then, instead of an open, a read and a close.
+type File struct {
+	f   *os.File
+	buf []byte
+}
+
+// Open opens the flat-keyed cgroup file at path for reading.
+func Open(path string) (*File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("cgroupfs: %w", err)
+	}
+	return &File{f: f, buf: make([]byte, 4096)}, nil
+}
+
+// ReadKey reads the number after key (see the function ReadKey); 0 when
+// the file cannot be read or has no such key. Not safe for concurrent use.
+func (f *File) ReadKey(key string) uint64 {
+	n, err := f.f.ReadAt(f.buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0
+	}
+	return parseKey(f.buf[:n], key)
+}
+
+// Close closes the file.
+func (f *File) Close() error { return f.f.Close() }
+
+// parseKey finds "key value" among the lines of b.
+func parseKey(b []byte, key string) uint64 {
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, key+" "); ok {
 			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)

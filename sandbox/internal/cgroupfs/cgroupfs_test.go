@@ -51,3 +51,39 @@ func TestOf(t *testing.T) {
 		t.Error("Of(-1) read a file")
 	}
 }
+
+// TestFile: a File kept open reads the counters as they are at each read,
+// not as they were when it was opened.
+func TestFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pids.events")
+	if err := os.WriteFile(path, []byte("max 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, c := range []struct {
+		content string // written in place (the same file) before the read
+		key     string
+		want    uint64
+	}{
+		{"max 0\n", "max", 0},
+		{"max 7\n", "max", 7},
+		{"oom 1\noom_kill 12\n", "oom_kill", 12},
+		{"oom 1\noom_kill 12\n", "max", 0},
+		{"", "max", 0},
+		{"max 3", "max", 3},
+	} {
+		if err := os.WriteFile(path, []byte(c.content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.ReadKey(c.key); got != c.want {
+			t.Errorf("after writing %q: ReadKey(%q) = %d, want %d", c.content, c.key, got, c.want)
+		}
+	}
+	if _, err := Open(filepath.Join(t.TempDir(), "none")); err == nil {
+		t.Error("Open of a missing file: no error")
+	}
+}

@@ -59,8 +59,10 @@ func Init() {
 // host, killing whatever the command left behind when it ends.
 func holderMain() error {
 	// Phase 1, before the host has asked for anything (a prestarted
-	// holder waits here): build everything that does not depend on the spec.
-	if err := prepareRoot(); err != nil {
+	// holder waits here): build everything that does not depend on the
+	// spec, and drop what privileges the rest of the setup does not need.
+	filter, err := prepare()
+	if err != nil {
 		Send(CtlFD, &Message{Op: "prepared", Error: err.Error()})
 		return err
 	}
@@ -77,7 +79,7 @@ func holderMain() error {
 		return fmt.Errorf("protocol: want setup, got %q", m.Op)
 	}
 	cfg := m.Setup
-	err = setupSandbox(cfg, fds)
+	err = setupSandbox(cfg, fds, filter)
 	CloseAll(fds)
 	if err != nil {
 		Send(CtlFD, &Message{Op: "ready", Error: err.Error()})
@@ -103,6 +105,20 @@ const newRoot = "/tmp" // where the new root is assembled, in the holder's own m
 
 // sandboxHostname is the host name inside every sandbox.
 const sandboxHostname = "sandbox"
+
+// prepare is phase 1: it builds the root file system (prepareRoot), drops
+// every privilege that the commands must not have and that the rest of the
+// setup does not need (dropPrivileges), and assembles the seccomp filter,
+// which setupSandbox installs last.
+func prepare() ([]unix.SockFilter, error) {
+	if err := prepareRoot(); err != nil {
+		return nil, err
+	}
+	if err := dropPrivileges(); err != nil {
+		return nil, err
+	}
+	return seccompFilter()
+}
 
 // prepareRoot builds the sandbox's root file system, enters it and brings
 // up lo. The root stays writable (for the workspace's mount point) until
@@ -215,8 +231,9 @@ func prepareRoot() error {
 // (fds: detached open_tree clones made by the host, since the holder's
 // unprivileged uid could not walk the host paths to them and a bind mount
 // cannot cross mount namespaces) and the size of /tmp; then it makes the
-// root read-only and drops privileges.
-func setupSandbox(cfg *SetupConfig, fds []int) error {
+// root read-only, sets the process limit and installs the seccomp filter
+// (when cfg.Seccomp), which refuses the mount calls above.
+func setupSandbox(cfg *SetupConfig, fds []int, filter []unix.SockFilter) error {
 	if err := attach(fds[0], cfg.WorkspaceDir, false); err != nil {
 		return fmt.Errorf("workspace: %w", err)
 	}
@@ -234,7 +251,17 @@ func setupSandbox(cfg *SetupConfig, fds []int) error {
 	if err := remountRO("/", unix.MS_NOSUID|unix.MS_NODEV); err != nil {
 		return err
 	}
-	return dropPrivileges(cfg)
+	if cfg.NprocLimit > 0 {
+		// Counted per user and user namespace: this sandbox's tasks only.
+		n := uint64(cfg.NprocLimit)
+		if err := unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: n, Max: n}); err != nil {
+			return fmt.Errorf("rlimit nproc: %w", err)
+		}
+	}
+	if cfg.Seccomp {
+		return installSeccomp(filter)
+	}
+	return nil
 }
 
 // bindDir shows the folder (or file) src at dst, read-only when ro.
@@ -314,21 +341,17 @@ func loopbackUp() error {
 	return nil
 }
 
-// dropPrivileges leaves the holder able to fork commands into its
-// namespaces but makes sure they start with no capabilities at all (empty
-// bounding, inheritable and ambient sets), cannot gain any (no_new_privs),
-// cannot be core-dumped or ptraced into the holder (not dumpable), and are
-// bounded by rlimits and, when enabled, a seccomp filter.
-func dropPrivileges(cfg *SetupConfig) error {
+// dropPrivileges leaves the holder able to mount and to fork commands into
+// its namespaces (its effective capabilities stay), but makes sure the
+// commands start with no capabilities at all (empty bounding, inheritable
+// and ambient sets), cannot gain any (no_new_privs), and cannot be
+// core-dumped or ptraced into the holder (not dumpable). All of it is
+// per thread: this is the thread that forks every command. It runs while
+// the holder is prestarted, before the host has sent anything; the
+// process limit and the seccomp filter come in setupSandbox.
+func dropPrivileges() error {
 	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
 		return fmt.Errorf("rlimit core: %w", err)
-	}
-	if cfg.NprocLimit > 0 {
-		// Counted per user and user namespace: this sandbox's tasks only.
-		n := uint64(cfg.NprocLimit)
-		if err := unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: n, Max: n}); err != nil {
-			return fmt.Errorf("rlimit nproc: %w", err)
-		}
 	}
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("not dumpable: %w", err)
@@ -360,9 +383,6 @@ func dropPrivileges(cfg *SetupConfig) error {
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
-	}
-	if cfg.Seccomp {
-		return installSeccomp()
 	}
 	return nil
 }

@@ -3,7 +3,7 @@
 package initproc
 
 import (
-	"encoding/json"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -11,56 +11,56 @@ import (
 )
 
 // The host and the sandbox's init (the holder) talk over a SOCK_SEQPACKET
-// socket pair: one JSON message per packet, with file descriptors passed
-// alongside (SCM_RIGHTS) where a message needs them.
+// socket pair: one message per packet (see encode), with file descriptors
+// passed alongside (SCM_RIGHTS) where a message needs them.
 
 const maxMsg = 1 << 20 // one message, arguments and environment included
 
 // Message is every message of the protocol; Op says which fields matter.
 type Message struct {
-	Op string `json:"op"`
+	Op string
 
 	// op "prepared" (holder -> host): the root is built; Error set when not.
 	// op "setup" (host -> holder; fds: the workspace, then each mount, as
 	// detached mounts)
-	Setup *SetupConfig `json:"setup,omitempty"`
+	Setup *SetupConfig
 
 	// op "exec" (host -> holder; fds: stdin, stdout, stderr)
-	Args []string `json:"args,omitempty"`
-	Dir  string   `json:"dir,omitempty"`
-	Env  []string `json:"env,omitempty"`
+	Args []string
+	Dir  string
+	Env  []string
 
 	// op "spawn" (host -> spawner; fds: the holder's control socket, then
 	// the detached mounts) and "spawned" (spawner -> host; fds: a pidfd).
-	UID int `json:"uid,omitempty"`
-	Pid int `json:"pid,omitempty"`
+	UID int
+	Pid int
 
 	// op "hello" (spawner -> host, first): the init's version.
-	Version string `json:"version,omitempty"`
+	Version string
 
 	// op "kill" (host -> holder): kill every process of the running exec.
 
 	// op "ready" (holder -> host): answer to setup; Error set when it failed.
 	// op "exited" (holder -> host): the exec ended.
-	Error    string `json:"error,omitempty"`
-	Status   uint32 `json:"status,omitempty"` // wait status of the command
-	NotFound bool   `json:"not_found,omitempty"`
-	TmpFull  bool   `json:"tmp_full,omitempty"`
+	Error    string
+	Status   uint32 // wait status of the command
+	NotFound bool
+	TmpFull  bool
 }
 
 // SetupConfig is what the holder needs to build the sandbox.
 type SetupConfig struct {
-	WorkspaceDir string       `json:"workspace_dir"`
-	Mounts       []MountEntry `json:"mounts,omitempty"`
-	TmpBytes     int64        `json:"tmp_bytes"`
-	NprocLimit   int          `json:"nproc_limit"` // RLIMIT_NPROC; 0: none
-	Seccomp      bool         `json:"seccomp"`
+	WorkspaceDir string
+	Mounts       []MountEntry
+	TmpBytes     int64
+	NprocLimit   int // RLIMIT_NPROC; 0: none
+	Seccomp      bool
 }
 
 // MountEntry is one of Spec.Mounts, its source passed as a descriptor.
 type MountEntry struct {
-	Target   string `json:"target"`
-	ReadOnly bool   `json:"read_only"`
+	Target   string
+	ReadOnly bool
 }
 
 // Errors of Send and Recv.
@@ -71,10 +71,7 @@ var (
 
 // Send writes one message with optional file descriptors.
 func Send(fd int, m *Message, files ...int) error {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
+	b := m.encode()
 	if len(b) > maxMsg {
 		return fmt.Errorf("%w: %d bytes of arguments and environment, over %d", ErrTooBig, len(b), maxMsg)
 	}
@@ -82,6 +79,7 @@ func Send(fd int, m *Message, files ...int) error {
 	if len(files) > 0 {
 		oob = unix.UnixRights(files...)
 	}
+	var err error
 	for {
 		err = unix.Sendmsg(fd, b, oob, nil, 0)
 		if err != unix.EINTR {
@@ -143,12 +141,178 @@ func Recv(fd int) (*Message, []int, error) {
 		CloseAll(fds)
 		return nil, nil, ErrPeerClosed
 	}
-	var m Message
-	if err := json.Unmarshal(buf[:n], &m); err != nil {
+	m, err := decode(buf[:n])
+	if err != nil {
 		CloseAll(fds)
 		return nil, nil, fmt.Errorf("receive: %w", err)
 	}
-	return &m, fds, nil
+	return m, fds, nil
+}
+
+// encode writes every field of m in a fixed order: strings and lists as a
+// uvarint length then their bytes or elements, numbers as varints,
+// booleans as one byte; Setup as a presence byte, then its fields. It is
+// not a format for anything but two processes built from the same source
+// (the spawner checks the init's Version first).
+func (m *Message) encode() []byte {
+	var e encoder
+	e.str(m.Op)
+	e.bool(m.Setup != nil)
+	if c := m.Setup; c != nil {
+		e.str(c.WorkspaceDir)
+		e.uint(uint64(len(c.Mounts)))
+		for _, mnt := range c.Mounts {
+			e.str(mnt.Target)
+			e.bool(mnt.ReadOnly)
+		}
+		e.int(c.TmpBytes)
+		e.int(int64(c.NprocLimit))
+		e.bool(c.Seccomp)
+	}
+	e.strs(m.Args)
+	e.str(m.Dir)
+	e.strs(m.Env)
+	e.int(int64(m.UID))
+	e.int(int64(m.Pid))
+	e.str(m.Version)
+	e.str(m.Error)
+	e.uint(uint64(m.Status))
+	e.bool(m.NotFound)
+	e.bool(m.TmpFull)
+	return e.b
+}
+
+// errMalformed: a packet that encode did not write.
+var errMalformed = errors.New("malformed message")
+
+// decode reads what encode wrote; anything else (short, long, a length
+// past the end, a varint longer than it need be) is errMalformed.
+func decode(b []byte) (*Message, error) {
+	d := decoder{b: b}
+	m := &Message{Op: d.str()}
+	if d.bool() {
+		c := &SetupConfig{WorkspaceDir: d.str()}
+		if n := d.count(); n > 0 {
+			c.Mounts = make([]MountEntry, n)
+			for i := range c.Mounts {
+				c.Mounts[i] = MountEntry{Target: d.str(), ReadOnly: d.bool()}
+			}
+		}
+		c.TmpBytes = d.int()
+		c.NprocLimit = int(d.int())
+		c.Seccomp = d.bool()
+		m.Setup = c
+	}
+	m.Args = d.strs()
+	m.Dir = d.str()
+	m.Env = d.strs()
+	m.UID = int(d.int())
+	m.Pid = int(d.int())
+	m.Version = d.str()
+	m.Error = d.str()
+	m.Status = uint32(d.uint())
+	m.NotFound = d.bool()
+	m.TmpFull = d.bool()
+	if d.bad || len(d.b) > 0 {
+		return nil, errMalformed
+	}
+	return m, nil
+}
+
+type encoder struct{ b []byte }
+
+func (e *encoder) uint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
+func (e *encoder) int(v int64)   { e.b = binary.AppendVarint(e.b, v) }
+func (e *encoder) str(s string)  { e.uint(uint64(len(s))); e.b = append(e.b, s...) }
+
+func (e *encoder) bool(v bool) {
+	if v {
+		e.b = append(e.b, 1)
+	} else {
+		e.b = append(e.b, 0)
+	}
+}
+
+func (e *encoder) strs(ss []string) {
+	e.uint(uint64(len(ss)))
+	for _, s := range ss {
+		e.str(s)
+	}
+}
+
+// decoder reads from b; after the first error (bad) every read returns
+// the zero value.
+type decoder struct {
+	b   []byte
+	bad bool
+}
+
+func (d *decoder) uint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if !d.varint(n) {
+		return 0
+	}
+	return v
+}
+
+func (d *decoder) int() int64 {
+	v, n := binary.Varint(d.b)
+	if !d.varint(n) {
+		return 0
+	}
+	return v
+}
+
+// varint consumes the n bytes of a varint that binary.Uvarint or Varint
+// read; it fails on n <= 0 (short or too long) and on a varint longer than
+// it needs to be (a last byte of 0), which encode never writes.
+func (d *decoder) varint(n int) bool {
+	if n <= 0 || (n > 1 && d.b[n-1] == 0) {
+		d.bad, d.b = true, nil
+		return false
+	}
+	d.b = d.b[n:]
+	return true
+}
+
+func (d *decoder) bool() bool {
+	if len(d.b) == 0 || d.b[0] > 1 {
+		d.bad, d.b = true, nil
+		return false
+	}
+	v := d.b[0] == 1
+	d.b = d.b[1:]
+	return v
+}
+
+// count reads a list's length, which cannot exceed the bytes left (every
+// element takes one at least).
+func (d *decoder) count() int {
+	n := d.uint()
+	if n > uint64(len(d.b)) {
+		d.bad, d.b = true, nil
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) str() string {
+	n := d.count()
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+func (d *decoder) strs() []string {
+	n := d.count()
+	if n == 0 {
+		return nil
+	}
+	ss := make([]string, n)
+	for i := range ss {
+		ss[i] = d.str()
+	}
+	return ss
 }
 
 // CloseAll closes every descriptor of fds.

@@ -146,13 +146,10 @@ func seccompFilter() ([]unix.SockFilter, error) {
 	return a.assemble()
 }
 
-// installSeccomp loads the filter on every thread of the holder; the
-// commands it forks inherit it. no_new_privs must be set already.
-func installSeccomp() error {
-	prog, err := seccompFilter()
-	if err != nil {
-		return err
-	}
+// installSeccomp loads the filter (seccompFilter's) on every thread of the
+// holder; the commands it forks inherit it. no_new_privs must be set
+// already.
+func installSeccomp(prog []unix.SockFilter) error {
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
 		unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
