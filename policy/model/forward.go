@@ -10,7 +10,7 @@ type layerCache[T Float] struct {
 	qRaw, kRaw   []T // projections before q/k norm
 	rq, rk       []T
 	q, k, v      []T // after norm and rope; k and v from position 0 (a shared prefix's too)
-	probs        []T // [H][S][S] attention probabilities
+	probs        []T // [H][S][pos0+S] attention probabilities
 	attn         []T // [S, H*hd] attention output before o_proj
 	h, hn, rPost []T // residual after attention, its norm
 	g, u, act    []T // dense MLP: gate, up, silu(gate)*up
