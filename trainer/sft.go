@@ -148,6 +148,14 @@ type SFTConfig struct {
 	MaxGradNorm float64 `json:"max_grad_norm"`
 	// WeightDecay is AdamW's decoupled weight decay. Defaults to 0.
 	WeightDecay float64 `json:"weight_decay"`
+	// SharedPrefix runs the tokens every sequence of a step starts with
+	// (the chat template's system prompt and tool schemas) once per step
+	// instead of once per sequence (model.BackwardSharedPrefix). Losses
+	// and gradients equal the default's to float32 rounding, not bitwise,
+	// so an SFT with it does not reproduce the bytes of one without (the
+	// committed starters' sha256); it is deterministic for a seed all the
+	// same. Defaults to false.
+	SharedPrefix bool `json:"shared_prefix,omitempty"`
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -299,8 +307,9 @@ type SFTResult struct {
 // SFT fine-tunes the policy at PolicyDir on the demonstrations: each
 // assistant turn is a sequence (DemoSequences); every step takes BatchSize
 // conversations of a seeded shuffle and minimises the mean negative
-// logprob of their completion tokens (model.BackwardFunc with weight
-// -1/N per token) with AdamW. The result is deterministic for a seed. The
+// logprob of their completion tokens (model.BackwardFunc, or with
+// Config.SharedPrefix model.BackwardSharedPrefix, with weight -1/N per
+// token) with AdamW. The result is deterministic for a seed. The
 // checkpoint (HF layout, the parent's tokenizer files, lineage.json) is
 // written to a temporary folder beside OutDir and renamed: on any error
 // nothing is at OutDir.
@@ -394,7 +403,7 @@ func SFT(ctx context.Context, o SFTOptions) (*SFTResult, error) {
 			for _, i := range order[b:min(b+cfg.BatchSize, len(order))] {
 				batch = append(batch, seqs[i]...)
 			}
-			st, err := sftStep(m, opt, g, batch)
+			st, err := sftStep(m, opt, g, batch, cfg.SharedPrefix)
 			if err != nil {
 				return nil, err
 			}
@@ -458,8 +467,9 @@ func SFT(ctx context.Context, o SFTOptions) (*SFTResult, error) {
 }
 
 // sftStep runs one step on batch: weight -1/N on each of the N completion
-// tokens, so the gradient is that of the mean negative logprob.
-func sftStep(m *model.Model, opt *model.AdamW, g *model.Grads, batch []model.Sequence) (SFTStep, error) {
+// tokens, so the gradient is that of the mean negative logprob. shared
+// computes the batch's common leading tokens once (SFTConfig.SharedPrefix).
+func sftStep(m *model.Model, opt *model.AdamW, g *model.Grads, batch []model.Sequence, shared bool) (SFTStep, error) {
 	start := time.Now()
 	st := SFTStep{Sequences: len(batch)}
 	for _, s := range batch {
@@ -471,7 +481,11 @@ func sftStep(m *model.Model, opt *model.AdamW, g *model.Grads, batch []model.Seq
 	w := float32(-1 / float64(st.Tokens))
 	nll := make([]float64, len(batch))
 	g.Zero()
-	_, err := m.BackwardFunc(batch, func(i int, lp []float32) []float32 {
+	backward := m.BackwardFunc
+	if shared {
+		backward = m.BackwardSharedPrefix
+	}
+	_, err := backward(batch, func(i int, lp []float32) []float32 {
 		ws := make([]float32, len(lp))
 		for k, l := range lp {
 			ws[k] = w

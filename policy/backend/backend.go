@@ -63,7 +63,8 @@ type Ops[T Float] interface {
 	// Attention runs causal attention of q [S, Heads*HeadDim] over k, v
 	// [Pos0+S, KV*HeadDim] (scaled by 1/sqrt(HeadDim)) into out [S,
 	// Heads*HeadDim]. probs, when not nil, receives the probabilities
-	// [Heads][S][Pos0+S] (training, Pos0 = 0), zero above the diagonal.
+	// [Heads][S][Pos0+S] (training: Pos0 = 0, or the tokens after a shared
+	// prefix), zero above the diagonal.
 	Attention(out, probs, q, k, v []T, a AttnShape)
 	// AttendRows is the decoding engine's attention: nq query rows of one
 	// head, q [nq rows ld apart, hd each] at positions first..first+nq-1,
@@ -74,7 +75,8 @@ type Ops[T Float] interface {
 	// in (the engine's batch invariance rests on it).
 	AttendRows(out, q []T, ld, nq int, k, v []T, ldkv, first, hd int)
 	// AttentionBack sets dq [S, Heads*HeadDim] and dk, dv [S, KV*HeadDim]
-	// from dout and the forward inputs and probabilities (Pos0 = 0).
+	// from dout and the forward inputs and probabilities (Pos0 = 0; the
+	// model composes the Pos0 > 0 case of a shared prefix from Gemm).
 	AttentionBack(dq, dk, dv, dout, q, k, v, probs []T, a AttnShape)
 	// Logprobs sets lp[i] = log softmax(logits[i,:]*invTemp)[targets[i]] for
 	// logits [len(targets), vocab]. With keepProbs it leaves the softmax in

@@ -6,6 +6,26 @@ import "github.com/legorl/legorl/policy/backend"
 // the caches of a training forward pass.
 func (ps *pass[T]) backward(g *params[T]) {
 	c := ps.c
+	d := c.HiddenSize
+	dx := make([]T, ps.S*d)
+	if !ps.shared { // a shared prefix has no head: the final norm's gradient is 0
+		ps.headBackward(g, dx)
+	}
+	for l := c.NumHiddenLayers - 1; l >= 0; l-- {
+		dx = ps.layerBackward(l, dx, g)
+	}
+	for t, id := range ps.ids {
+		ge := g.embed.data[int(id)*d : (int(id)+1)*d]
+		for j, v := range dx[t*d : (t+1)*d] {
+			ge[j] += v
+		}
+	}
+}
+
+// headBackward accumulates into g the gradients of the LM head and final
+// norm, and adds d loss / d (the last layer's output) to dx.
+func (ps *pass[T]) headBackward(g *params[T], dx []T) {
+	c := ps.c
 	d, V, S := c.HiddenSize, ps.V, ps.S
 	C := S - ps.P
 	dxFn := make([]T, S*d)
@@ -17,17 +37,7 @@ func (ps *pass[T]) backward(g *params[T]) {
 		// The LM head rows past the support made no logit: no gradient.
 		linearBack(ps.ops, dlogits, C, V, rows, d, ps.p.lmHead.data[:V*d], g.lmHead.data[:V*d], dxFn[(ps.P-1)*d:(S-1)*d])
 	}
-	dx := make([]T, S*d)
 	rmsnormBack(ps.ops, dxFn, ps.xF, S, d, ps.p.norm.data, ps.rF, g.norm.data, dx)
-	for l := c.NumHiddenLayers - 1; l >= 0; l-- {
-		dx = ps.layerBackward(l, dx, g)
-	}
-	for t, id := range ps.ids {
-		ge := g.embed.data[int(id)*d : (int(id)+1)*d]
-		for j, v := range dx[t*d : (t+1)*d] {
-			ge[j] += v
-		}
-	}
 }
 
 // layerBackward takes d loss / d (layer output) and returns d loss / d (layer
@@ -52,8 +62,18 @@ func (ps *pass[T]) layerBackward(l int, dout []T, g *params[T]) []T {
 	dattn := make([]T, S*H*hd)
 	linearBack(ps.ops, dh, S, d, lc.attn, H*hd, lp.o.data, gp.o.data, dattn)
 	dq, dk, dv := ps.attentionBackward(lc, dattn)
-	ps.rope.apply(dq, 0, S, H, true)
-	ps.rope.apply(dk, 0, S, KV, true)
+	if n := ps.pos0 * KV * hd; ps.prefix != nil {
+		// The rows of the shared prefix's keys and values go to its
+		// backward (sharedBackward), the rest on through this layer.
+		addTo(ps.dkv.dk[l], dk[:n])
+		addTo(ps.dkv.dv[l], dv[:n])
+		dk, dv = dk[n:], dv[n:]
+	} else if ps.shared {
+		addTo(dk, ps.dkv.dk[l])
+		addTo(dv, ps.dkv.dv[l])
+	}
+	ps.rope.apply(dq, ps.pos0, S, H, true)
+	ps.rope.apply(dk, ps.pos0, S, KV, true)
 	dqRaw := make([]T, len(dq))
 	dkRaw := make([]T, len(dk))
 	rmsnormBack(ps.ops, dq, lc.qRaw, S*H, hd, lp.qNorm.data, lc.rq, gp.qNorm.data, dqRaw)
@@ -68,13 +88,20 @@ func (ps *pass[T]) layerBackward(l int, dout []T, g *params[T]) []T {
 	return dx
 }
 
-// attentionBackward returns the gradients of the rotated q and k and of v.
+// attentionBackward returns the gradients of the rotated q and k and of v:
+// of the keys and values from position 0, those of a shared prefix
+// included.
 func (ps *pass[T]) attentionBackward(lc *layerCache[T], dattn []T) (dq, dk, dv []T) {
 	a := ps.attnShape()
+	N := a.Pos0 + a.S
 	dq = make([]T, a.S*a.Heads*a.HeadDim)
-	dk = make([]T, a.S*a.KV*a.HeadDim)
-	dv = make([]T, a.S*a.KV*a.HeadDim)
-	ps.ops.AttentionBack(dq, dk, dv, dattn, lc.q, lc.k, lc.v, lc.probs, a)
+	dk = make([]T, N*a.KV*a.HeadDim)
+	dv = make([]T, N*a.KV*a.HeadDim)
+	if a.Pos0 > 0 {
+		attentionBackAt(ps.ops, dq, dk, dv, dattn, lc.q, lc.k, lc.v, lc.probs, a)
+	} else {
+		ps.ops.AttentionBack(dq, dk, dv, dattn, lc.q, lc.k, lc.v, lc.probs, a)
+	}
 	return dq, dk, dv
 }
 

@@ -9,8 +9,8 @@ type layerCache[T Float] struct {
 	x, xn, rIn   []T // layer input, its norm, reciprocal roots
 	qRaw, kRaw   []T // projections before q/k norm
 	rq, rk       []T
-	q, k, v      []T // after norm and rope
-	probs        []T // [H][S][S] attention probabilities
+	q, k, v      []T // after norm and rope; k and v from position 0 (a shared prefix's too)
+	probs        []T // [H][S][pos0+S] attention probabilities
 	attn         []T // [S, H*hd] attention output before o_proj
 	h, hn, rPost []T // residual after attention, its norm
 	g, u, act    []T // dense MLP: gate, up, silu(gate)*up
@@ -43,8 +43,20 @@ type pass[T Float] struct {
 	w      []float32 // loss weights per completion token, set before backward
 	replay [][][]int16
 	block  int // row block of the causal attention matmuls
-	pos0   int // position of the first token (0 but when extending a KV cache)
+	pos0   int // position of the first token (0 but when extending a KV cache or after a shared prefix)
 	kv     *kvCache[T]
+	// prefix, when set, is the pass of a shared prefix (sharedBackward)
+	// that this pass's tokens follow: pos0 is prefix.S and attention also
+	// sees the prefix's keys and values.
+	prefix *pass[T]
+	// shared marks the pass of a shared prefix: it has no head, and its
+	// backward adds dkv, the suffixes' gradients of its keys and values,
+	// to those of its own attention.
+	shared bool
+	// dkv, when training with a shared prefix, is d loss / d (the prefix's
+	// keys and values): a suffix's backward adds its part into it, the
+	// prefix's backward reads the sum.
+	dkv *kvGrad[T]
 
 	layers      []layerCache[T]
 	xF, xFn, rF []T // final residual, its norm, roots
@@ -75,6 +87,9 @@ func (ps *pass[T]) forward() {
 		}
 	}
 	ps.xF = x
+	if ps.shared {
+		return // no logprob is computed from a shared prefix's rows
+	}
 	ps.xFn, ps.rF = rmsnorm(ps.ops, x, S, d, ps.p.norm.data, c.RMSNormEps)
 	if ps.kv == nil {
 		ps.head()
@@ -116,6 +131,10 @@ func (ps *pass[T]) layerForward(l, moeIdx int, x []T) []T {
 	kAll, vAll := k, v
 	if ps.kv != nil {
 		kAll, vAll = ps.kv.append(l, k, v)
+	} else if ps.prefix != nil {
+		pl := &ps.prefix.layers[l]
+		kAll = append(append(make([]T, 0, len(pl.k)+len(k)), pl.k...), k...)
+		vAll = append(append(make([]T, 0, len(pl.v)+len(v)), pl.v...), v...)
 	}
 	attn, probs := ps.attention(q, kAll, vAll)
 	o := linear(ps.ops, attn, S, H*hd, lp.o.data, d)
@@ -140,7 +159,7 @@ func (ps *pass[T]) layerForward(l, moeIdx int, x []T) []T {
 	if ps.train {
 		lc.x, lc.xn, lc.rIn = x, xn, rIn
 		lc.qRaw, lc.kRaw, lc.rq, lc.rk = qRaw, kRaw, rq, rk
-		lc.q, lc.k, lc.v, lc.probs, lc.attn = q, k, v, probs, attn
+		lc.q, lc.k, lc.v, lc.probs, lc.attn = q, kAll, vAll, probs, attn
 		lc.h, lc.hn, lc.rPost = h, hn, rPost
 	} else {
 		*lc = layerCache[T]{}
@@ -155,8 +174,8 @@ const attnBlock = 64
 
 // attention runs causal grouped-query attention of the queries q [S, H*hd]
 // (positions pos0..pos0+S-1) over the keys and values k, v [pos0+S, KV*hd].
-// It returns the output [S, H*hd] and, when training (pos0 = 0), the
-// probabilities [H][S][S].
+// It returns the output [S, H*hd] and, when training, the probabilities
+// [H][S][pos0+S].
 func (ps *pass[T]) attention(q, k, v []T) (out, probs []T) {
 	a := ps.attnShape()
 	out = make([]T, a.S*a.Heads*a.HeadDim)

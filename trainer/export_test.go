@@ -1,0 +1,4 @@
+package trainer
+
+// SFTStepFunc is sftStep, for the package's external tests and benchmarks.
+var SFTStepFunc = sftStep
