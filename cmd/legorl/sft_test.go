@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,6 +58,35 @@ func TestSFT(t *testing.T) {
 	}
 	if lin.Kind != "sft" || lin.Demos.SHA256 == "" || lin.Demos.Turns != 12 || lin.ConfigHash == "" || !(lin.FinalLoss < lin.Steps[0].Loss) {
 		t.Errorf("lineage: kind %q, demos %+v, final loss %v, first %v", lin.Kind, lin.Demos, lin.FinalLoss, lin.Steps[0].Loss)
+	}
+	if lin.Config.SharedPrefix {
+		t.Error("lineage: shared_prefix on without --shared-prefix")
+	}
+
+	// --shared-prefix: the same SFT through model.BackwardSharedPrefix,
+	// recorded in the lineage; its losses agree with the default's to
+	// float32 rounding.
+	outShared := filepath.Join(dir, "sft-shared")
+	code, stdout, stderr = runCLI(t, testEnv(nil), "sft", "--demos", demos, "--policy", policy, "--out", outShared,
+		"--epochs", "2", "--lr", "3e-3", "--batch", "4", "--seed", "1", "--shared-prefix")
+	if code != 0 {
+		t.Fatalf("sft --shared-prefix: exit %d: %s %s", code, stdout, stderr)
+	}
+	b, err = os.ReadFile(filepath.Join(outShared, "lineage.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var linShared trainer.SFTLineage
+	if err := json.Unmarshal(b, &linShared); err != nil {
+		t.Fatal(err)
+	}
+	if !linShared.Config.SharedPrefix || linShared.ConfigHash == lin.ConfigHash || len(linShared.Steps) != len(lin.Steps) {
+		t.Fatalf("lineage with --shared-prefix: config %+v, hash %s (default's %s), %d steps", linShared.Config, linShared.ConfigHash, lin.ConfigHash, len(linShared.Steps))
+	}
+	for i, st := range linShared.Steps {
+		if d := math.Abs(st.Loss - lin.Steps[i].Loss); d > 1e-3*math.Abs(lin.Steps[i].Loss)+1e-5 {
+			t.Errorf("step %d: loss %v with --shared-prefix, %v without", i, st.Loss, lin.Steps[i].Loss)
+		}
 	}
 
 	// Bad input: one line naming the file and line; nothing written.
