@@ -164,6 +164,10 @@ type EvalResult struct {
 	// tasks of each task family (mode t1 or greedy): where RL gained and
 	// where it did not.
 	Families map[string]map[string]map[string]map[string]float64 `json:"families,omitempty"`
+	// Masked[mode][harness][split] counts the masked rollouts (environment
+	// failures: not scored, so not in pass@1 or the paired comparison).
+	// Absent when none were.
+	Masked map[string]map[string]map[string]int `json:"masked,omitempty"`
 	// perTask[mode][harness][split][task] is each task's pass rate, for
 	// the paired before/after comparison.
 	perTask map[string]map[string]map[string]map[string]float64
@@ -503,6 +507,15 @@ func (l *looper) eval(ctx context.Context, dir string) (EvalResult, error) {
 					e.Families[mode] = map[string]map[string]map[string]float64{}
 				}
 				set(e.Families[mode], r.Harness, split, familyPass1(ins, r.PerTask))
+				if r.Masked > 0 {
+					if e.Masked == nil {
+						e.Masked = map[string]map[string]map[string]int{}
+					}
+					if e.Masked[mode] == nil {
+						e.Masked[mode] = map[string]map[string]int{}
+					}
+					set(e.Masked[mode], r.Harness, split, r.Masked)
+				}
 				l.logf("eval of policy v%d (%s): %s on %s: pass@1 %.3f [%.3f, %.3f] over %d tasks (%d masked)", version, mode, r.Harness, split,
 					r.Pass1, iv[0], iv[1], r.Tasks, r.Masked)
 			}

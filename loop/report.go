@@ -73,6 +73,10 @@ func (e EvalResult) pass1(mode, h, split string) (float64, [2]float64) {
 	return e.Pass1[h][split], e.CI95[h][split]
 }
 
+// graded is how many tasks of harness h on split have a scored result in
+// mode.
+func (e EvalResult) graded(mode, h, split string) int { return len(e.perTask[mode][h][split]) }
+
 // Table renders the before/after table with 95% intervals and the paired
 // test, and the training split's pass rate per iteration.
 func (r *Result) Table() string {
@@ -90,6 +94,17 @@ func (r *Result) Table() string {
 	for _, c := range r.Comparisons {
 		fmt.Fprintf(&b, "%-8s %-15s %-6s %.3f [%.3f,%.3f] %.3f [%.3f,%.3f] %+.3f [%+.3f,%+.3f] %5d %9.2g\n", c.Harness, c.Split, c.Mode,
 			c.Before, c.BeforeCI[0], c.BeforeCI[1], c.After, c.AfterCI[0], c.AfterCI[1], c.Diff, c.Lo, c.Hi, c.Tasks, c.McNemarP)
+	}
+	for _, c := range r.Comparisons {
+		for _, e := range []struct {
+			name string
+			ev   EvalResult
+		}{{"before", first}, {"after", last}} {
+			if m := e.ev.Masked[c.Mode][c.Harness][c.Split]; m > 0 {
+				fmt.Fprintf(&b, "warning: %s %s %s: the %s eval (policy v%d) masked %d rollouts (environment failures, not scored) and graded %d tasks; the difference covers the %d tasks graded in both\n",
+					c.Harness, c.Split, c.Mode, e.name, e.ev.PolicyVersion, m, e.ev.graded(c.Mode, c.Harness, c.Split), c.Tasks)
+			}
+		}
 	}
 	for _, c := range r.Comparisons {
 		before, after := first.Families[c.Mode][c.Harness][c.Split], last.Families[c.Mode][c.Harness][c.Split]

@@ -34,3 +34,40 @@ func TestTableByFamily(t *testing.T) {
 		t.Errorf("table has no line %q:\n%s", want, table)
 	}
 }
+
+// TestTableMasked: an eval whose rollouts were masked (environment
+// failures) is named under the table with how many tasks the paired
+// difference then covers; a clean comparison prints no warning.
+func TestTableMasked(t *testing.T) {
+	eval := func(version int64, rates map[string]float64, masked int) EvalResult {
+		e := EvalResult{PolicyVersion: version, Pass1: map[string]map[string]float64{"bash": {"heldout": 0.5}},
+			perTask: map[string]map[string]map[string]map[string]float64{ModeT1: {"bash": {"heldout": rates}}}}
+		if masked > 0 {
+			e.Masked = map[string]map[string]map[string]int{ModeT1: {"bash": {"heldout": masked}}}
+		}
+		return e
+	}
+	for _, tc := range []struct {
+		name        string
+		first, last EvalResult
+		want        string
+	}{
+		{"before masked", eval(1, map[string]float64{"a-0": 1}, 3), eval(9, map[string]float64{"a-0": 1, "a-1": 0, "a-2": 1, "a-3": 0}, 0),
+			"warning: bash heldout t1: the before eval (policy v1) masked 3 rollouts (environment failures, not scored) and graded 1 tasks; the difference covers the 1 tasks graded in both\n"},
+		{"after masked", eval(1, map[string]float64{"a-0": 1, "a-1": 0}, 0), eval(9, map[string]float64{}, 2),
+			"warning: bash heldout t1: the after eval (policy v9) masked 2 rollouts (environment failures, not scored) and graded 0 tasks; the difference covers the 0 tasks graded in both\n"},
+		{"none masked", eval(1, map[string]float64{"a-0": 1}, 0), eval(9, map[string]float64{"a-0": 0}, 0), ""},
+	} {
+		r := &Result{Evals: []EvalResult{tc.first, tc.last}, Comparisons: compare(tc.first, tc.last)}
+		table := r.Table()
+		if tc.want == "" {
+			if strings.Contains(table, "warning:") {
+				t.Errorf("%s: a warning without masked rollouts:\n%s", tc.name, table)
+			}
+			continue
+		}
+		if !strings.Contains(table, tc.want) {
+			t.Errorf("%s: table has no line %q:\n%s", tc.name, tc.want, table)
+		}
+	}
+}
