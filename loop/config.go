@@ -211,7 +211,18 @@ type Eval struct {
 	// (unseen instances of the trained families) and heldout_family
 	// (unseen families). Defaults to both.
 	Splits []string `json:"splits,omitempty"`
+	// MaxMasked is the share of an eval's rollouts that may be masked
+	// (environment failures: a sandbox or grader that could not run) before
+	// the eval is run again under a new run name (RUN-eval-SPLIT-retryN),
+	// at most evalRetries times; the last attempt counts either way, and
+	// the table warns about what it masked. Defaults to 0.05; 1 never runs
+	// an eval again.
+	MaxMasked float64 `json:"max_masked,omitempty"`
 }
+
+// evalRetries is how many times an eval that masked more than
+// Eval.MaxMasked of its rollouts is run again.
+const evalRetries = 2
 
 // Duration is a time.Duration written as "90s" in JSON.
 type Duration time.Duration
@@ -297,6 +308,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if len(c.Eval.Splits) == 0 {
 		c.Eval.Splits = []string{tasks.SplitHeldout, tasks.SplitHeldoutFamily}
+	}
+	if c.Eval.MaxMasked == 0 {
+		c.Eval.MaxMasked = 0.05
 	}
 	r := &c.Rollout
 	if r.MaxTurns == 0 {
@@ -417,6 +431,9 @@ func (c Config) Validate() error {
 		case p.Tasks < 1 || p.Every < 1 || p.Patience < 0:
 			return bad("rl.probe: tasks %d, every %d, patience %d: want tasks and every >= 1, patience >= 0", p.Tasks, p.Every, p.Patience)
 		}
+	}
+	if !(c.Eval.MaxMasked > 0 && c.Eval.MaxMasked <= 1) {
+		return bad("eval.max_masked %v: want a share in (0, 1]", c.Eval.MaxMasked)
 	}
 	if c.RL.TasksPerIteration < 0 || c.Eval.MaxTasks < 0 {
 		return bad("rl.tasks_per_iteration %d, eval.max_tasks %d: negative", c.RL.TasksPerIteration, c.Eval.MaxTasks)

@@ -484,7 +484,12 @@ func (l *looper) eval(ctx context.Context, dir string) (EvalResult, error) {
 			continue
 		}
 		for _, mode := range modes {
-			t, err := l.evalRun(ctx, dir, version, split, mode, path, n)
+			t, err := retryMasked(l.cfg.Eval.MaxMasked, evalRetries, func(attempt int) (transforms.EvalTable, error) {
+				return l.evalRun(ctx, dir, version, split, mode, path, n, attempt)
+			}, func(attempt, masked, rollouts int) {
+				l.logf("eval of policy v%d on %s, %s: %d of %d rollouts masked (environment failures), more than eval.max_masked %g: running it again (%d of %d)",
+					version, split, mode, masked, rollouts, l.cfg.Eval.MaxMasked, attempt, evalRetries)
+			})
 			if err != nil {
 				return e, err
 			}
@@ -524,11 +529,39 @@ func (l *looper) eval(ctx context.Context, dir string) (EvalResult, error) {
 	return e, nil
 }
 
-// evalRun runs one split's eval in one mode.
-func (l *looper) evalRun(ctx context.Context, dir string, version int64, split, mode, path string, n int) (transforms.EvalTable, error) {
+// retryMasked calls run(0), then run(1), ... while the table it returns
+// masked more than maxMasked of its rollouts, at most retries times more,
+// calling again(attempt, masked, rollouts) before each new attempt. It
+// returns the first table within maxMasked, or the last: an attempt is
+// never chosen by its pass rate, only by what the environment masked.
+func retryMasked(maxMasked float64, retries int, run func(attempt int) (transforms.EvalTable, error), again func(attempt, masked, rollouts int)) (transforms.EvalTable, error) {
+	for attempt := 0; ; attempt++ {
+		t, err := run(attempt)
+		if err != nil || attempt >= retries {
+			return t, err
+		}
+		masked, rollouts := 0, 0
+		for _, r := range t.Rows {
+			masked += r.Masked
+			rollouts += r.Rollouts
+		}
+		if rollouts == 0 || float64(masked) <= maxMasked*float64(rollouts) {
+			return t, nil
+		}
+		again(attempt+1, masked, rollouts)
+	}
+}
+
+// evalRun runs one split's eval in one mode. Attempt n > 0 (retryMasked)
+// is its own eval run, RUN-eval-SPLIT[-greedy]-retryN, so it samples and
+// commits afresh and a resumed run finds every attempt where it left it.
+func (l *looper) evalRun(ctx context.Context, dir string, version int64, split, mode, path string, n, attempt int) (transforms.EvalTable, error) {
 	run := evalRun(l.cfg.Run, split)
 	if mode == ModeGreedy {
 		run += "-greedy"
+	}
+	if attempt > 0 {
+		run += fmt.Sprintf("-retry%d", attempt)
 	}
 	rc := l.rolloutConfig(int(version), dir, version, l.cfg.Eval.Harnesses[0], "", l.cfg.Eval.Group, run)
 	if mode == ModeGreedy {

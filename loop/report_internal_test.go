@@ -1,8 +1,11 @@
 package loop
 
 import (
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/legorl/legorl/transforms"
 )
 
 func TestFamilyPass1(t *testing.T) {
@@ -68,6 +71,54 @@ func TestTableMasked(t *testing.T) {
 		}
 		if !strings.Contains(table, tc.want) {
 			t.Errorf("%s: table has no line %q:\n%s", tc.name, tc.want, table)
+		}
+	}
+}
+
+// TestRetryMasked: an eval that masked more than max_masked of its
+// rollouts runs again, at most retries times, and the first attempt
+// within the share (or the last) counts, whatever its pass rate.
+func TestRetryMasked(t *testing.T) {
+	table := func(masked, rollouts int, pass1 float64) transforms.EvalTable {
+		return transforms.EvalTable{Rows: []transforms.EvalRow{{Harness: "bash", Rollouts: rollouts, Masked: masked, Pass1: pass1}}}
+	}
+	boom := errors.New("pipeline failed")
+	for _, tc := range []struct {
+		name      string
+		attempts  []transforms.EvalTable
+		errAt     int // attempt that fails; -1: none
+		wantRuns  int
+		wantPass1 float64
+		wantErr   error
+	}{
+		{"clean", []transforms.EvalTable{table(0, 400, 0.3)}, -1, 1, 0.3, nil},
+		{"within the share", []transforms.EvalTable{table(20, 400, 0.3), table(0, 400, 0.9)}, -1, 1, 0.3, nil},
+		{"masked, then clean", []transforms.EvalTable{table(400, 400, 0), table(3, 400, 0.29)}, -1, 2, 0.29, nil},
+		{"masked every time: the last counts", []transforms.EvalTable{table(400, 400, 0), table(239, 400, 0.4), table(100, 400, 0.35)}, -1, 3, 0.35, nil},
+		{"no rollouts", []transforms.EvalTable{{}}, -1, 1, 0, nil},
+		{"an error stops", []transforms.EvalTable{table(400, 400, 0), {}}, 1, 2, 0, boom},
+	} {
+		runs, agains := 0, 0
+		got, err := retryMasked(0.05, 2, func(attempt int) (transforms.EvalTable, error) {
+			if attempt != runs {
+				t.Fatalf("%s: attempt %d, want %d", tc.name, attempt, runs)
+			}
+			runs++
+			if attempt == tc.errAt {
+				return transforms.EvalTable{}, boom
+			}
+			return tc.attempts[attempt], nil
+		}, func(attempt, masked, rollouts int) {
+			agains++
+			if attempt != runs || masked != tc.attempts[attempt-1].Rows[0].Masked || rollouts != 400 {
+				t.Errorf("%s: again(%d, %d, %d) after %d runs", tc.name, attempt, masked, rollouts, runs)
+			}
+		})
+		if runs != tc.wantRuns || agains != runs-1 || !errors.Is(err, tc.wantErr) {
+			t.Errorf("%s: %d runs, %d warnings, error %v; want %d runs, error %v", tc.name, runs, agains, err, tc.wantRuns, tc.wantErr)
+		}
+		if err == nil && len(got.Rows) > 0 && got.Rows[0].Pass1 != tc.wantPass1 {
+			t.Errorf("%s: pass@1 %v, want %v", tc.name, got.Rows[0].Pass1, tc.wantPass1)
 		}
 	}
 }

@@ -386,6 +386,8 @@ func TestRunConfigErrors(t *testing.T) {
 		{"rl probe negative patience", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "rl": {"tasks_per_iteration": 2, "probe": {"patience": -1}}}`, "rl.probe: tasks 128, every 10, patience -1"},
 		{"bad rollout precision", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "rollout": {"precision": "fp16"}}`, `rollout.precision "fp16": want fp32 or bf16`},
 		{"upcycle top-k past experts", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "policy": "starter:bash-sed", "upcycle": {"experts": 2, "top_k": 4}}`, "upcycle: experts 2, top_k 4"},
+		{"max masked past 1", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "eval": {"max_masked": 1.5}}`, "eval.max_masked 1.5: want a share in (0, 1]"},
+		{"negative max masked", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "eval": {"max_masked": -0.1}}`, "eval.max_masked -0.1"},
 		{"probe band past 1", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "sft": {"probe": {"band": [0.2, 1.5]}}}`, "sft.probe"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
