@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # device-check.sh: the CUDA backend's checks on a real GPU, in three steps,
-# because the GPU machines have no Go toolchain:
+# so the GPU machine needs no Go toolchain:
 #
 #   1. here (make device-bundle):
 #        scripts/cuda/device-check.sh bundle
@@ -8,9 +8,8 @@
 #      against the CUDA 12.x headers of scripts/cuda/headers.sh) into
 #      .cache/device/cuda.test, next to a copy of this script.
 #
-#   2. on the GPU machine, from the repository root (one call of the
-#      session's device tool, with carry [".cache/device"] and a timeout of
-#      about 480 s):
+#   2. on the GPU machine, from a copy of the repository root that holds
+#      .cache/device (about 8 minutes):
 #        bash scripts/cuda/device-check.sh run
 #      finds libcublas (CUDA 13 or 12: /usr/local/cuda*, Python's
 #      site-packages/nvidia/*), records the GPU, driver and peak bf16 matmul
