@@ -261,5 +261,5 @@ device-check: device-bundle ## CUDA-vs-CPU equivalence, MoE replay and benchmark
 	@if nvidia-smi >/dev/null 2>&1; then \
 		OUT=$(DEVICE_DIR)/out scripts/cuda/device-check.sh run && scripts/cuda/device-check.sh record $(DEVICE_DIR)/out; \
 	else \
-		echo "no GPU here: on a lent GPU machine run 'bash scripts/cuda/device-check.sh run' (carry .cache/device), then 'scripts/cuda/device-check.sh record DIR' here with DIR the files it wrote"; \
+		echo "no GPU here: on a machine with a GPU run 'bash scripts/cuda/device-check.sh run' from a copy of the repository with .cache/device, then 'scripts/cuda/device-check.sh record DIR' here with DIR the files it wrote"; \
 	fi

@@ -12,7 +12,7 @@ import (
 )
 
 // Benchmarks of the model on the CUDA backend, run by `make device-check`
-// (scripts/cuda/device-check.sh) on a lent GPU:
+// (scripts/cuda/device-check.sh) on a machine with a GPU:
 //
 //	cuda.test -test.run '^$' -test.bench . -test.benchtime 3x
 //
