@@ -107,7 +107,7 @@ test-minio: $(MINIO_STAMP) ## build the pinned MinIO into .cache/bin and run the
 TEST_FUZZ_TARGETS := ./storage:FuzzDecodeFile ./proxy:FuzzDecodeChat ./proxy:FuzzScanChat ./proxy:FuzzDecodeResponses ./proxy:FuzzDecodeMessages
 FUZZ_TARGETS := ./storage:FuzzDecodeFile ./policy/chat:FuzzQwen3Parse ./policy/chat:FuzzQwen3CoderParse ./policy/chat:FuzzPyJSON ./policy/tokenizer:FuzzEncodeDecode ./policy/tokenizer:FuzzParse \
 	./policy/safetensors:FuzzParseHeader ./policy/model:FuzzParseConfig ./policy/kernels:FuzzSgemm \
-	./sandbox/docker:FuzzExtractTar ./tasks:FuzzParsePatch \
+	./sandbox/docker:FuzzExtractTar ./sandbox/local/initproc:FuzzDecode ./tasks:FuzzParsePatch \
 	./proxy:FuzzDecodeChat ./proxy:FuzzScanChat ./proxy:FuzzDecodeResponses ./proxy:FuzzDecodeMessages ./proxy:FuzzUnquoteJSON \
 	./policy/remote:FuzzDecodeNPY ./policy/remote:FuzzSSE ./policy/remote:FuzzSanitize ./policy/remote:FuzzResponses
 
