@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/legorl/legorl/harness/scripted"
 	"github.com/legorl/legorl/pipelines/eval"
@@ -115,21 +116,30 @@ func (l *looper) demos(ctx context.Context, agent string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var demos []*scripted.Demo
+	var picked []*tasks.Instance
 	split := l.demoSplit()
 	for i := range s.Instances {
 		in := &s.Instances[i]
 		if scripted.CheckTrain(in) != nil || in.Check() != nil || (in.Split != "" && in.Split != split) {
 			continue // held out, in the RL pool, or invalid: never a demonstration
 		}
-		d, err := scripted.Solve(ctx, s.Dir, in, agent, scripted.Options{SedInserts: l.cfg.SFT != nil && l.cfg.SFT.SedInserts})
-		if err != nil {
-			return "", err
-		}
-		demos = append(demos, d)
+		picked = append(picked, in)
 	}
-	if len(demos) == 0 {
+	if len(picked) == 0 {
 		return "", fmt.Errorf("%s: no training instance to demonstrate", l.suite)
+	}
+	// Rollout.Parallel demonstrations at once, as rollouts; a line every
+	// 10 seconds at most says how far it is.
+	start, last := time.Now(), time.Now()
+	demos, err := scripted.SolveAll(ctx, s.Dir, picked, agent, scripted.Options{SedInserts: l.cfg.SFT != nil && l.cfg.SFT.SedInserts},
+		l.cfg.Rollout.Parallel, func(done int) {
+			if time.Since(last) >= 10*time.Second {
+				l.logf("%s demonstrations: %d/%d, %s", agent, done, len(picked), time.Since(start).Round(time.Second))
+				last = time.Now()
+			}
+		})
+	if err != nil {
+		return "", err
 	}
 	var buf bytes.Buffer
 	if err := scripted.WriteJSONL(&buf, demos); err != nil {

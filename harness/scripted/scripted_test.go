@@ -216,3 +216,91 @@ func checkShape(t *testing.T, d *scripted.Demo) {
 		t.Errorf("agent %q", d.Agent)
 	}
 }
+
+// solveAllPicks returns the training (or SFT) instances of ins.
+func solveAllPicks(ins []tasks.Instance) []*tasks.Instance {
+	var out []*tasks.Instance
+	for i := range ins {
+		if ins[i].Split == tasks.SplitTrain || ins[i].Split == tasks.SplitSFT {
+			out = append(out, &ins[i])
+		}
+	}
+	return out
+}
+
+// TestSolveAll: the demonstrations at any parallelism are Solve's, in the
+// instances' order, with progress counted up to the end; a held-out
+// instance among them fails the whole call with ErrHeldout.
+func TestSolveAll(t *testing.T) {
+	dir, ins := suite(t, 14)
+	picks := solveAllPicks(ins)
+	if len(picks) < 6 {
+		t.Fatalf("%d training instances, want at least 6", len(picks))
+	}
+	ctx := context.Background()
+	var want []string
+	for _, in := range picks {
+		d, err := scripted.Solve(ctx, dir, in, "tools", scripted.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, demoJSON(t, d))
+	}
+	for _, parallel := range []int{0, 4} { // 0 runs one at a time
+		var calls []int
+		got, err := scripted.SolveAll(ctx, dir, picks, "tools", scripted.Options{}, parallel, func(done int) { calls = append(calls, done) })
+		if err != nil {
+			t.Fatalf("parallel %d: %v", parallel, err)
+		}
+		if len(got) != len(picks) || len(calls) != len(picks) || calls[len(calls)-1] != len(picks) {
+			t.Fatalf("parallel %d: %d demos, progress %v, want %d of each", parallel, len(got), calls, len(picks))
+		}
+		for i, d := range got {
+			if d.InstanceID != picks[i].InstanceID || demoJSON(t, d) != want[i] {
+				t.Errorf("parallel %d: demo %d is %s, not Solve's demonstration of %s", parallel, i, d.InstanceID, picks[i].InstanceID)
+			}
+		}
+	}
+	var held *tasks.Instance
+	for i := range ins {
+		if ins[i].Split != tasks.SplitTrain && ins[i].Split != tasks.SplitSFT {
+			held = &ins[i]
+			break
+		}
+	}
+	bad := append(append([]*tasks.Instance{}, picks[:3]...), held)
+	bad = append(bad, picks[3:]...)
+	if _, err := scripted.SolveAll(ctx, dir, bad, "tools", scripted.Options{}, 2, nil); !errors.Is(err, scripted.ErrHeldout) || !strings.Contains(err.Error(), held.InstanceID) {
+		t.Errorf("with held-out %s: err %v, want ErrHeldout naming it", held.InstanceID, err)
+	}
+}
+
+func demoJSON(t *testing.T, d *scripted.Demo) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := scripted.WriteJSONL(&b, []*scripted.Demo{d}); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// BenchmarkSolveAll: tools demonstrations of a suite's training instances,
+// one at a time and four at a time; demos/s is the figure.
+func BenchmarkSolveAll(b *testing.B) {
+	dir := b.TempDir()
+	ins, err := builtin.Generate(context.Background(), dir, builtin.Options{N: 60, Seed: 7, Languages: []string{"python"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	picks := solveAllPicks(ins)
+	for _, parallel := range []int{1, 4} {
+		b.Run(fmt.Sprintf("parallel=%d", parallel), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := scripted.SolveAll(context.Background(), dir, picks, "tools", scripted.Options{}, parallel, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*len(picks))/b.Elapsed().Seconds(), "demos/s")
+		})
+	}
+}
