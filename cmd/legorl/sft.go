@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/legorl/legorl/harness/scripted"
 	"github.com/legorl/legorl/sandbox/grade"
@@ -78,6 +79,7 @@ func runSFTDemos(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	limit := fs.Int("n", 0, "at most this many demonstrations (0: every training instance)")
 	cache := fs.String("harness-cache", "", "where npm harnesses (pi) are installed, or are installed with npm: tools/harnesses after make test-harnesses (default $TMPDIR/legorl-harness, where rollouts install them)")
 	inserts := fs.Bool("sed-inserts", false, "bash: write a multi-line insert after one matched line as sed with \\n in its replacement (GNU sed), not git apply")
+	parallel := fs.Int("parallel", 4, "demonstrations made at once (each runs git and the agent's tools, little of it on this process's CPU)")
 	verify := fs.String("grade", "", "grade every demonstration's diff in this sandbox backend ("+strings.Join(backendNames(), ", ")+") and fail unless it passes the hidden tests (empty: no grading)")
 	if err := parseFlags(fs, stderr, args); err != nil {
 		return err
@@ -87,6 +89,9 @@ func runSFTDemos(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if !slices.Contains(scripted.Formats(), *harness) {
 		return fmt.Errorf("--harness %q: want %s", *harness, strings.Join(scripted.Formats(), ", "))
+	}
+	if *parallel < 1 {
+		return fmt.Errorf("--parallel %d: want at least 1", *parallel)
 	}
 	s, err := tasks.Load(*suite)
 	if err != nil {
@@ -100,22 +105,32 @@ func runSFTDemos(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		g = grade.New(b, grade.Options{})
 	}
-	var demos []*scripted.Demo
+	var picks []*tasks.Instance
 	skipped := 0
 	for i := range s.Instances {
 		in := &s.Instances[i]
-		if *limit > 0 && len(demos) >= *limit {
+		if *limit > 0 && len(picks) >= *limit {
 			break
 		}
 		if scripted.CheckTrain(in) != nil {
 			skipped++
 			continue
 		}
-		d, err := scripted.Solve(ctx, s.Dir, in, *harness, scripted.Options{HarnessCache: *cache, SedInserts: *inserts})
-		if err != nil {
-			return err
-		}
-		note := ""
+		picks = append(picks, in)
+	}
+	start, last := time.Now(), time.Now()
+	demos, err := scripted.SolveAll(ctx, s.Dir, picks, *harness, scripted.Options{HarnessCache: *cache, SedInserts: *inserts}, *parallel,
+		func(done int) {
+			if time.Since(last) >= 10*time.Second {
+				fmt.Fprintf(stderr, "sft demos: %d/%d solved, %s\n", done, len(picks), time.Since(start).Round(time.Second))
+				last = time.Now()
+			}
+		})
+	if err != nil {
+		return err
+	}
+	for i, d := range demos {
+		in, note := picks[i], ""
 		if g != nil {
 			gr, err := g.Grade(ctx, s.Dir, in, d.Diff)
 			if err != nil {
@@ -126,8 +141,7 @@ func runSFTDemos(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			}
 			note = ", graded reward 1"
 		}
-		demos = append(demos, d)
-		fmt.Fprintf(stderr, "sft demos: %d: %s (%s%s)\n", len(demos), in.InstanceID, in.Family, note)
+		fmt.Fprintf(stderr, "sft demos: %d: %s (%s%s)\n", i+1, in.InstanceID, in.Family, note)
 	}
 	if len(demos) == 0 {
 		return fmt.Errorf("%s: no training instance (%d held out)", *suite, skipped)

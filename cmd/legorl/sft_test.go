@@ -103,6 +103,10 @@ func TestSFT(t *testing.T) {
 	if code != 2 || !strings.Contains(stderr, "want bash, tools, pi") {
 		t.Errorf("codex: exit %d: %q", code, stderr)
 	}
+	code, _, stderr = runCLI(t, testEnv(nil), "sft", "demos", "--tasks", suite, "--harness", "bash", "--parallel", "0", "--out", filepath.Join(dir, "p0.jsonl"))
+	if code != 2 || !strings.Contains(stderr, "--parallel 0: want at least 1") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("--parallel 0: exit %d: %q", code, stderr)
+	}
 }
 
 // TestSFTDemosPi: `legorl sft demos --harness pi` runs the installed pi
