@@ -79,7 +79,7 @@ func runSFTDemos(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	limit := fs.Int("n", 0, "at most this many demonstrations (0: every training instance)")
 	cache := fs.String("harness-cache", "", "where npm harnesses (pi) are installed, or are installed with npm: tools/harnesses after make test-harnesses (default $TMPDIR/legorl-harness, where rollouts install them)")
 	inserts := fs.Bool("sed-inserts", false, "bash: write a multi-line insert after one matched line as sed with \\n in its replacement (GNU sed), not git apply")
-	parallel := fs.Int("parallel", 4, "demonstrations made at once (each runs git and the agent's tools, little of it on this process's CPU)")
+	parallel := fs.Int("parallel", 4, "demonstrations made at once (each runs git and the agent's tools; the gain follows the cores)")
 	verify := fs.String("grade", "", "grade every demonstration's diff in this sandbox backend ("+strings.Join(backendNames(), ", ")+") and fail unless it passes the hidden tests (empty: no grading)")
 	if err := parseFlags(fs, stderr, args); err != nil {
 		return err

@@ -10,9 +10,10 @@ import (
 
 // SolveAll runs Solve on every instance, parallel at a time (at least
 // one), and returns the demonstrations in the instances' order: the
-// result is the same at any parallelism. A demonstration costs mostly
-// git and the agent's file tools, little of it on the caller's CPU, so a
-// few at once use the cores a sequential loop leaves idle. progress, when
+// result is the same at any parallelism. A demonstration is mostly git's
+// and the agent's file tools' CPU, so the gain follows the cores: on 2
+// cores 4 at a time made about 1.1x the demonstrations per second of one
+// at a time (BenchmarkSolveAll, docs/PERFORMANCE.md). progress, when
 // not nil, is called after each finished demonstration with the number
 // finished so far (from several goroutines, one call at a time). The
 // first error stops the rest and is returned.
