@@ -121,6 +121,10 @@ type SFTSummary struct {
 	FinalLoss float64                  `json:"final_loss"`
 	Probes    []trainer.SFTProbeResult `json:"probes,omitempty"`
 	Kept      *int                     `json:"kept_probe,omitempty"`
+	// TrainSeconds is the steps' time and ProbeSeconds the probes', from
+	// the checkpoint's lineage, so a resumed run reports the same.
+	TrainSeconds float64 `json:"train_seconds"`
+	ProbeSeconds float64 `json:"probe_seconds,omitempty"`
 }
 
 // IterationResult is one iteration's figures.
@@ -320,13 +324,15 @@ func (l *looper) rlProbe(ctx context.Context, at int, keep *keeper, res *Result)
 	if err != nil {
 		return err
 	}
+	start := time.Now()
 	r, err := l.probe(ctx, l.ckpt(at), at, path, "rl-probe", l.cfg.RL.Probe.Tasks)
 	if err != nil {
 		return fmt.Errorf("rl.probe after %d iterations: %w", at, err)
 	}
 	keep.add(at, r.Pass1)
 	res.Probes = append(res.Probes, ProbeResult{Iteration: at, Checkpoint: l.ckpt(at), Pass1: r.Pass1, Tasks: r.Tasks, Masked: r.Masked})
-	l.logf("rl.probe after %d iterations: pass@1 %.3f over %d held-out train tasks (%d masked); best %.3f after %d", at, r.Pass1, r.Tasks, r.Masked, keep.best, keep.at)
+	l.logf("rl.probe after %d iterations: pass@1 %.3f over %d held-out train tasks (%d masked); best %.3f after %d; %s", at, r.Pass1, r.Tasks, r.Masked, keep.best, keep.at,
+		time.Since(start).Round(time.Second))
 	return nil
 }
 
@@ -484,6 +490,7 @@ func (l *looper) eval(ctx context.Context, dir string) (EvalResult, error) {
 			continue
 		}
 		for _, mode := range modes {
+			start := time.Now()
 			t, err := retryMasked(l.cfg.Eval.MaxMasked, evalRetries, func(attempt int) (transforms.EvalTable, error) {
 				return l.evalRun(ctx, dir, version, split, mode, path, n, attempt)
 			}, func(attempt, masked, rollouts int) {
@@ -521,8 +528,8 @@ func (l *looper) eval(ctx context.Context, dir string) (EvalResult, error) {
 					}
 					set(e.Masked[mode], r.Harness, split, r.Masked)
 				}
-				l.logf("eval of policy v%d (%s): %s on %s: pass@1 %.3f [%.3f, %.3f] over %d tasks (%d masked)", version, mode, r.Harness, split,
-					r.Pass1, iv[0], iv[1], r.Tasks, r.Masked)
+				l.logf("eval of policy v%d (%s): %s on %s: pass@1 %.3f [%.3f, %.3f] over %d tasks (%d masked); %s", version, mode, r.Harness, split,
+					r.Pass1, iv[0], iv[1], r.Tasks, r.Masked, time.Since(start).Round(time.Second))
 			}
 		}
 	}

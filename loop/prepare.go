@@ -145,7 +145,7 @@ func (l *looper) demos(ctx context.Context, agent string) (string, error) {
 	if err := scripted.WriteJSONL(&buf, demos); err != nil {
 		return "", err
 	}
-	l.logf("%d %s demonstrations of the %s split -> %s", len(demos), agent, split, path)
+	l.logf("%d %s demonstrations of the %s split in %s -> %s", len(demos), agent, split, time.Since(start).Round(time.Second), path)
 	return path, atomicFile(path, buf.Bytes())
 }
 
@@ -220,6 +220,7 @@ func (l *looper) prepareSFT(ctx context.Context, from string) (string, error) {
 		return "", err
 	}
 	l.logf("SFT warm start on %s", demos)
+	start := time.Now()
 	var probe *trainer.SFTProbe
 	if p := l.cfg.SFT.Probe; p != nil {
 		tasks, err := l.probeTasks(p.Tasks)
@@ -240,7 +241,7 @@ func (l *looper) prepareSFT(ctx context.Context, from string) (string, error) {
 	if len(res.Lineage.Steps) > 0 {
 		first = res.Lineage.Steps[0].Loss
 	}
-	l.logf("SFT: %d steps, loss %.4f -> %.4f -> %s", len(res.Lineage.Steps), first, res.Lineage.FinalLoss, dir)
+	l.logf("SFT: %d steps, loss %.4f -> %.4f in %s -> %s", len(res.Lineage.Steps), first, res.Lineage.FinalLoss, time.Since(start).Round(time.Second), dir)
 	return dir, l.readSFT(dir)
 }
 
@@ -290,6 +291,12 @@ func (l *looper) readSFT(dir string) error {
 		return fmt.Errorf("sft: %s: %w", dir, err)
 	}
 	l.sft = &SFTSummary{Demos: lin.Demos.Conversations, Steps: len(lin.Steps), FinalLoss: lin.FinalLoss, Probes: lin.Probes, Kept: lin.Kept}
+	for _, st := range lin.Steps {
+		l.sft.TrainSeconds += st.Seconds
+	}
+	for _, p := range lin.Probes {
+		l.sft.ProbeSeconds += p.Seconds
+	}
 	return nil
 }
 

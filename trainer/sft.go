@@ -239,6 +239,8 @@ type SFTProbeResult struct {
 	Tasks      int     `json:"tasks"`
 	Checkpoint string  `json:"checkpoint"`
 	InBand     bool    `json:"in_band"`
+	// Seconds is the wall time of the measurement (Measure).
+	Seconds float64 `json:"seconds,omitempty"`
 }
 
 // distance is how far a pass rate is from the band (0 inside).
@@ -555,10 +557,11 @@ func runProbe(ctx context.Context, p *SFTProbe, parent string, m *model.Model, l
 	if err := writeSFTCheckpoint(dir, parent, m, &snap); err != nil {
 		return SFTProbeResult{}, err
 	}
+	start := time.Now()
 	rate, n, err := p.Measure(ctx, dir, epoch)
 	if err != nil {
 		return SFTProbeResult{}, fmt.Errorf("trainer: sft probe after epoch %d: %w", epoch, err)
 	}
 	return SFTProbeResult{Epoch: epoch, Step: len(lin.Steps), PassRate: rate, Tasks: n, Checkpoint: dir,
-		InBand: p.distance(rate) == 0}, nil
+		InBand: p.distance(rate) == 0, Seconds: time.Since(start).Seconds()}, nil
 }

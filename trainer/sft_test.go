@@ -277,7 +277,7 @@ func TestSFTProbe(t *testing.T) {
 				t.Fatalf("%d steps, want %d (2 per epoch run)", len(lin.Steps), 2*c.probes)
 			}
 			for i, p := range lin.Probes {
-				if p.InBand != (p.PassRate >= 0.2 && p.PassRate <= 0.5) || p.Tasks != 10 || p.Epoch != i {
+				if p.InBand != (p.PassRate >= 0.2 && p.PassRate <= 0.5) || p.Tasks != 10 || p.Epoch != i || !(p.Seconds > 0) {
 					t.Fatalf("probe %d: %+v", i, p)
 				}
 			}

@@ -153,9 +153,12 @@ func TestRunLoop(t *testing.T) {
 	var sum struct {
 		SFT struct {
 			Probes []struct {
-				Tasks int `json:"tasks"`
+				Tasks   int     `json:"tasks"`
+				Seconds float64 `json:"seconds"`
 			} `json:"probes"`
-			Kept *int `json:"kept_probe"`
+			Kept         *int    `json:"kept_probe"`
+			TrainSeconds float64 `json:"train_seconds"`
+			ProbeSeconds float64 `json:"probe_seconds"`
 		} `json:"sft"`
 		Comparisons []struct {
 			Mode  string `json:"mode"`
@@ -167,6 +170,16 @@ func TestRunLoop(t *testing.T) {
 	}
 	if len(sum.SFT.Probes) == 0 || sum.SFT.Probes[0].Tasks != 2 || sum.SFT.Kept == nil || len(sum.Comparisons) < 2 {
 		t.Errorf("summary: %+v", sum)
+	}
+	// How long each phase took: in the summary (SFT) and the log.
+	if len(sum.SFT.Probes) > 0 && (!(sum.SFT.TrainSeconds > 0) || !(sum.SFT.Probes[0].Seconds > 0) || !(sum.SFT.ProbeSeconds >= sum.SFT.Probes[0].Seconds)) {
+		t.Errorf("summary: SFT times: %+v", sum.SFT)
+	}
+	for _, re := range []string{`bash demonstrations of the sft split in [0-9hms]+ ->`, `SFT: \d+ steps, loss \d\.\d{4} -> \d\.\d{4} in [0-9hms]+ ->`,
+		`eval of policy v1 \(t1\): bash on heldout: pass@1 .* \(\d+ masked\); [0-9hms]+\n`} {
+		if !regexp.MustCompile(re).MatchString(stderr) {
+			t.Errorf("no line matching %s in the log:\n%s", re, stderr)
+		}
 	}
 	if !strings.Contains(stderr, "iteration 1: policy v2:") || !strings.Contains(stderr, "gate Pearson") {
 		t.Errorf("no iteration summary:\n%s", stderr)
@@ -182,6 +195,10 @@ func TestRunLoop(t *testing.T) {
 	}
 	if tableLines(stdout2) != tableLines(stdout) {
 		t.Errorf("the rerun's table differs:\n%s\nvs\n%s", stdout2, stdout)
+	}
+	first := sum.SFT.TrainSeconds
+	if b, err := os.ReadFile(filepath.Join(work, "summary.json")); err != nil || json.Unmarshal(b, &sum) != nil || sum.SFT.TrainSeconds != first {
+		t.Errorf("the rerun's summary: SFT train_seconds %v, first run's %v (%v)", sum.SFT.TrainSeconds, first, err)
 	}
 
 	// A crash between the checkpoint's rename and its train_steps commit
