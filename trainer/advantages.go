@@ -67,6 +67,17 @@ func Advantages(rollouts []RolloutReward, scaleByStd bool) (map[string]float64, 
 	return adv, st
 }
 
+// Rewards returns every completed rollout's reward as its advantage, by
+// rollout id: the advantages of Config.Baseline "none". Masked rollouts
+// must not be passed.
+func Rewards(rollouts []RolloutReward) map[string]float64 {
+	adv := make(map[string]float64, len(rollouts))
+	for _, r := range rollouts {
+		adv[r.RolloutID] = r.Reward
+	}
+	return adv
+}
+
 // SetAdvantages gives every sample its rollout's advantage.
 func SetAdvantages(samples []Sample, adv map[string]float64) {
 	for i := range samples {

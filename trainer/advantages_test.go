@@ -2,6 +2,7 @@ package trainer_test
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/legorl/legorl/trainer"
@@ -52,6 +53,48 @@ func TestAdvantages(t *testing.T) {
 	adv, _ := trainer.Advantages(in, true)
 	if math.Abs(adv["b0"]-0.8660239) > 1e-6 {
 		t.Errorf("b0 = %v, want 0.866024", adv["b0"])
+	}
+}
+
+func TestRewardsAreTheAdvantagesWithoutBaseline(t *testing.T) {
+	in := []trainer.RolloutReward{{"a", "g", 1}, {"b", "g", 0}, {"c", "h", 1}, {"d", "h", 1}}
+	adv := trainer.Rewards(in)
+	want := map[string]float64{"a": 1, "b": 0, "c": 1, "d": 1}
+	if len(adv) != len(want) {
+		t.Errorf("%d advantages, want %d", len(adv), len(want))
+	}
+	for id, w := range want {
+		if adv[id] != w {
+			t.Errorf("advantage of %s = %v, want %v", id, adv[id], w)
+		}
+	}
+}
+
+func TestBaselineConfig(t *testing.T) {
+	base := trainer.Config{LR: 1e-3}
+	group := base
+	group.Baseline = trainer.BaselineGroup
+	if base.Hash() != group.Hash() {
+		t.Error(`baseline "group" changes the config hash of a config without it`)
+	}
+	none := base
+	none.Baseline = trainer.BaselineNone
+	if none.Hash() == base.Hash() {
+		t.Error(`baseline "none" has the default's config hash`)
+	}
+	for _, tt := range []struct {
+		cfg  trainer.Config
+		want string // "" is valid
+	}{
+		{group, ""},
+		{none, ""},
+		{trainer.Config{LR: 1e-3, Baseline: "mean"}, `baseline "mean": want group or none`},
+		{trainer.Config{LR: 1e-3, Baseline: trainer.BaselineNone, ScaleByStd: true}, "baseline none with scale_by_std"},
+	} {
+		err := tt.cfg.WithDefaults().Validate()
+		if (err == nil) != (tt.want == "") || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("%+v: error %v, want %q", tt.cfg, err, tt.want)
+		}
 	}
 }
 

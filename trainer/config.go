@@ -22,6 +22,12 @@ const (
 	LossGSPO LossKind = "gspo"
 )
 
+// The values of Config.Baseline.
+const (
+	BaselineGroup = "group"
+	BaselineNone  = "none"
+)
+
 // GateMode says what a failed train-inference check does.
 type GateMode string
 
@@ -51,6 +57,16 @@ type Config struct {
 	// sample standard deviation (GRPO); without it advantages are reward
 	// minus group mean (Dr. GRPO). Defaults to false.
 	ScaleByStd bool `json:"scale_by_std"`
+	// Baseline is what a rollout's reward is compared with: "group" (the
+	// default) subtracts its group's mean reward (GRPO); "none" takes the
+	// reward itself as the advantage (REINFORCE without a baseline). With
+	// rewards of 0 and 1, "none" trains on the policy's own successes only,
+	// every one of them, including groups that all passed (rejection
+	// sampling fine-tuning, as RAFT and ReST-EM): it sharpens the policy
+	// toward what it already solves and never pushes a failure down.
+	// WithDefaults writes "group" as "", so the config hash of a config
+	// without the field is unchanged.
+	Baseline string `json:"baseline,omitempty"`
 
 	// LR is the peak AdamW learning rate. Defaults to 1e-6.
 	LR float64 `json:"lr"`
@@ -127,6 +143,9 @@ func (c Config) WithDefaults() Config {
 	if c.GateMode == "" {
 		c.GateMode = GateAbort
 	}
+	if c.Baseline == BaselineGroup {
+		c.Baseline = ""
+	}
 	return c
 }
 
@@ -139,6 +158,10 @@ func (c Config) Validate() error {
 	switch {
 	case c.Loss != LossPPO && c.Loss != LossGSPO:
 		return bad("loss %q: want ppo or gspo", c.Loss)
+	case c.Baseline != "" && c.Baseline != BaselineGroup && c.Baseline != BaselineNone:
+		return bad("baseline %q: want group or none", c.Baseline)
+	case c.Baseline == BaselineNone && c.ScaleByStd:
+		return bad("baseline none with scale_by_std: there is no group statistic to scale by")
 	case c.GateMode != GateAbort && c.GateMode != GateMask:
 		return bad("gate_mode %q: want abort or mask", c.GateMode)
 	case !(c.ClipLow > 0 && c.ClipLow < 1) || !(c.ClipHigh > 0) || !finite(c.ClipHigh):

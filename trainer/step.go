@@ -183,6 +183,9 @@ func (t *Trainer) Iteration(d *Data, version int64, progress func(Progress)) (*I
 	}
 	res := &IterationResult{}
 	adv, groups := Advantages(d.Rollouts, t.cfg.ScaleByStd)
+	if t.cfg.Baseline == BaselineNone {
+		adv = Rewards(d.Rollouts)
+	}
 	res.Groups = groups
 	SetAdvantages(d.Samples, adv)
 	start := time.Now()

@@ -192,6 +192,29 @@ func TestIterationEdgeCases(t *testing.T) {
 			t.Error("weights changed without a gradient")
 		}
 	})
+	t.Run("baseline none trains every success and no failure", func(t *testing.T) {
+		// Group g0 all passed (no variance: GRPO trains nothing of it),
+		// g1 all failed, g2 mixed. Without a baseline the 2 + 1 passing
+		// rollouts carry advantage 1 and the 4 failing ones 0.
+		for _, tt := range []struct {
+			baseline string
+			trained  int
+		}{{trainer.BaselineGroup, 2}, {trainer.BaselineNone, 3}} {
+			m := tinyModel(t, false, 7)
+			it := makeIteration(t, m, "edge", 0, 0, smallShape, groups([]float64{1, 1}, []float64{0, 0, 0}, []float64{1, 0}), 12)
+			before := weights(t, m)
+			res, err := newTrainer(t, m, trainer.Config{LR: 1e-2, Baseline: tt.baseline}).Iteration(it.data(), 0, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Groups.ZeroVariance != 2 || res.Trained != tt.trained || len(res.Steps) != 1 || res.Steps[0].Skipped {
+				t.Errorf("baseline %s: groups %+v, trained %d (want %d), steps %+v", tt.baseline, res.Groups, res.Trained, tt.trained, res.Steps)
+			}
+			if bytes.Equal(before, weights(t, m)) {
+				t.Errorf("baseline %s: weights unchanged", tt.baseline)
+			}
+		}
+	})
 	t.Run("warm-up", func(t *testing.T) {
 		m := tinyModel(t, false, 7)
 		it := makeIteration(t, m, "edge", 0, 0, smallShape, stepGroups, 12)
