@@ -8,8 +8,10 @@
 //     row is an error naming the file and row) and drops masked rollouts,
 //     counted by termination.
 //  2. Advantages computes GRPO advantages per task group; groups whose
-//     rewards do not vary give no gradient and are counted. Every segment
-//     of a rollout carries the rollout's advantage.
+//     rewards do not vary give no gradient and are counted. With
+//     Config.Baseline "none" the reward itself is the advantage (Rewards):
+//     every success trains, every failure is left alone. Every segment of
+//     a rollout carries the rollout's advantage.
 //  3. Recompute scores every sampled token under the current weights at the
 //     segment's temperature, replaying the recorded MoE routes, and Gate
 //     compares them with the rollout logprobs (Pearson, Spearman, mean and
