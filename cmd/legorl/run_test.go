@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -372,6 +373,23 @@ func TestResultsConfigsLoad(t *testing.T) {
 		if code != 0 || json.Unmarshal([]byte(stdout), &cfg) != nil || cfg.Run == "" || cfg.Harness == "" {
 			t.Errorf("%s: exit %d, %s %s", f, code, stdout, stderr)
 		}
+	}
+}
+
+// TestDemoResultIsTheDemoConfig: docs/results/demo-rl.json, the config
+// next to the committed `make demo` summary, is the embedded demo config
+// byte for byte, so RESULTS.md's demo row describes what `make demo` runs.
+func TestDemoResultIsTheDemoConfig(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/results/demo-rl.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	embedded, err := os.ReadFile("../../loop/demo.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(doc, embedded) {
+		t.Error("docs/results/demo-rl.json differs from loop/demo.json: copy the demo config there and run make demo again for its summary")
 	}
 }
 
