@@ -71,8 +71,36 @@ type Config struct {
 	RL RL `json:"rl"`
 	// Train is the trainer's config.
 	Train trainer.Config `json:"train"`
+	// TrainFrom switches the trainer's config during the run: from
+	// iteration TrainFrom[j].Iteration on (0-based, strictly increasing,
+	// within the run), the updates use TrainFrom[j].Train, a whole trainer
+	// config, instead of Train. Each update starts its optimizer afresh,
+	// so a phase is only its config: e.g. rejection-sampling fine-tuning
+	// (baseline none) to sharpen the policy toward its greedy answers, then
+	// GRPO (baseline group) to push failures down and find new solutions.
+	// Defaults to none: Train for every iteration.
+	TrainFrom []TrainPhase `json:"train_from,omitempty"`
 	// Eval configures the held-out evals.
 	Eval Eval `json:"eval"`
+}
+
+// TrainPhase is one entry of Config.TrainFrom.
+type TrainPhase struct {
+	// Iteration is the first iteration trained with Train.
+	Iteration int            `json:"iteration"`
+	Train     trainer.Config `json:"train"`
+}
+
+// trainConfig is the trainer's config for iteration i, and the index of
+// its TrainFrom phase (-1: Config.Train).
+func (c Config) trainConfig(i int) (trainer.Config, int) {
+	cfg, phase := c.Train, -1
+	for j, p := range c.TrainFrom {
+		if i >= p.Iteration {
+			cfg, phase = p.Train, j
+		}
+	}
+	return cfg, phase
 }
 
 // Builtin is the built-in suite's generator settings.
@@ -452,6 +480,14 @@ func (c Config) Validate() error {
 	}
 	if c.Rollout.MaxTurns < 0 || c.Rollout.MaxTokens < 0 || c.Rollout.Parallel < 0 {
 		return bad("rollout: negative max_turns, max_tokens or parallel")
+	}
+	for j, p := range c.TrainFrom {
+		if p.Iteration < 1 || p.Iteration >= c.Iterations || (j > 0 && p.Iteration <= c.TrainFrom[j-1].Iteration) {
+			return bad("train_from[%d].iteration %d: want 1 to %d (iterations - 1), each after the one before", j, p.Iteration, c.Iterations-1)
+		}
+		if err := p.Train.WithDefaults().Validate(); err != nil {
+			return fmt.Errorf("train_from[%d]: %w", j, err)
+		}
 	}
 	return c.Train.WithDefaults().Validate()
 }

@@ -419,10 +419,15 @@ func (l *looper) iteration(ctx context.Context, i int) (IterationResult, error) 
 	if rep.Completed == 0 {
 		return it, fmt.Errorf("no rollout completed (%d masked: %s): nothing to train on", rep.Masked, strings.Join(rep.MaskedBy, ", "))
 	}
-	l.logf("iteration %d: %d rollouts, pass rate %.3f; training", i, rep.Launched, rep.PassRate)
+	trainCfg, phase := cfg.trainConfig(i)
+	with := ""
+	if phase >= 0 {
+		with = fmt.Sprintf(" with train_from[%d]", phase)
+	}
+	l.logf("iteration %d: %d rollouts, pass rate %.3f; training%s", i, rep.Launched, rep.PassRate, with)
 	start = time.Now()
 	tr, err := trainer.Train(ctx, trainer.Options{Store: l.st, RunID: cfg.Run, Iteration: i, PolicyDir: pol, OutDir: next,
-		Config: cfg.Train, CodeVersion: l.o.CodeVersion, Progress: l.o.OnTrain, Metrics: l.o.TrainMetrics, Backend: l.o.Backend})
+		Config: trainCfg, CodeVersion: l.o.CodeVersion, Progress: l.o.OnTrain, Metrics: l.o.TrainMetrics, Backend: l.o.Backend})
 	if err != nil {
 		return it, err
 	}

@@ -269,7 +269,12 @@ func checkRLProbe(t *testing.T, dir, cfgPath, self string) {
 	t.Helper()
 	work := filepath.Join(dir, "work-probe")
 	cfg := strings.NewReplacer(`"run": "loop-var"`, `"run": "loop-probe"`, `-var"`, `-probe"`,
-		`"select": "variance"}`, `"probe": {"tasks": 2, "every": 1}}`).Replace(string(mustRead(t, cfgPath)))
+		`"select": "variance"}`, `"probe": {"tasks": 2, "every": 1}}`,
+		`"seed": 7},`, `"seed": 7}, "train_from": [{"iteration": 1, "train": {"lr": 0.0003, "steps": 1, "seed": 7, "baseline": "none"}}],`,
+	).Replace(string(mustRead(t, cfgPath)))
+	if !strings.Contains(cfg, "train_from") {
+		t.Fatalf("no train_from in the probe config:\n%s", cfg)
+	}
 	path := filepath.Join(dir, "probe.json")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -314,6 +319,23 @@ func checkRLProbe(t *testing.T, dir, cfgPath, self string) {
 				t.Errorf("iteration %d rolled out %q, a probe task", i, in.ID)
 			}
 		}
+	}
+	// train_from: iteration 0 trained with train, iteration 1 with
+	// train_from[0], as each checkpoint's lineage records.
+	for i, want := range []struct {
+		lr       float64
+		baseline string
+	}{{0.0001, ""}, {0.0003, trainer.BaselineNone}} {
+		lin, err := trainer.ReadLineage(filepath.Join(work, "checkpoints", fmt.Sprintf("iter-%06d", i+1)))
+		if err != nil || lin == nil {
+			t.Fatalf("lineage of iteration %d: %v", i, err)
+		}
+		if lin.Config.LR != want.lr || lin.Config.Baseline != want.baseline {
+			t.Errorf("iteration %d trained with lr %g baseline %q, want %g %q", i, lin.Config.LR, lin.Config.Baseline, want.lr, want.baseline)
+		}
+	}
+	if !strings.Contains(stderr, "training with train_from[0]") || strings.Count(stderr, "with train_from[") != 1 {
+		t.Errorf("the log does not name iteration 1's train_from phase (and only it):\n%s", stderr)
 	}
 	if !strings.Contains(stdout, "rl.probe pass@1 after N iterations (2 tasks): 0: ") || !strings.Contains(stderr, "rl.probe: the final policy is the best probed one") {
 		t.Errorf("no probe report:\n%s\n%s", stdout, stderr)
@@ -423,6 +445,10 @@ func TestRunConfigErrors(t *testing.T) {
 		{"upcycle top-k past experts", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "policy": "starter:bash-sed", "upcycle": {"experts": 2, "top_k": 4}}`, "upcycle: experts 2, top_k 4"},
 		{"max masked past 1", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "eval": {"max_masked": 1.5}}`, "eval.max_masked 1.5: want a share in (0, 1]"},
 		{"negative max masked", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "eval": {"max_masked": -0.1}}`, "eval.max_masked -0.1"},
+		{"train_from at 0", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "iterations": 3, "train_from": [{"iteration": 0, "train": {"lr": 0.001}}]}`, "train_from[0].iteration 0: want 1 to 2"},
+		{"train_from past the run", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "iterations": 3, "train_from": [{"iteration": 3, "train": {"lr": 0.001}}]}`, "train_from[0].iteration 3: want 1 to 2"},
+		{"train_from out of order", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "iterations": 9, "train_from": [{"iteration": 4, "train": {"lr": 0.001}}, {"iteration": 4, "train": {"lr": 0.001}}]}`, "train_from[1].iteration 4"},
+		{"train_from bad train", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "iterations": 3, "train_from": [{"iteration": 1, "train": {"lr": 0.001, "baseline": "mean"}}]}`, `train_from[0]: `},
 		{"probe band past 1", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "sft": {"probe": {"band": [0.2, 1.5]}}}`, "sft.probe"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
