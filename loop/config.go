@@ -74,11 +74,14 @@ type Config struct {
 	// TrainFrom switches the trainer's config during the run: from
 	// iteration TrainFrom[j].Iteration on (0-based, strictly increasing,
 	// within the run), the updates use TrainFrom[j].Train, a whole trainer
-	// config, instead of Train. Each update starts its optimizer afresh,
-	// so a phase is only its config: e.g. rejection-sampling fine-tuning
-	// (baseline none) to sharpen the policy toward its greedy answers, then
-	// GRPO (baseline group) to push failures down and find new solutions.
-	// Defaults to none: Train for every iteration.
+	// config, instead of Train. The optimizer's state carries over as
+	// between any two iterations (its moments, and the step count the
+	// learning rate's schedule follows), so a phase changes the objective
+	// and its settings, not the optimizer's history: e.g. rejection-
+	// sampling fine-tuning (baseline none) to sharpen the policy toward its
+	// greedy answers, then GRPO (baseline group) to push failures down and
+	// find new solutions. A resumed iteration must have been trained with
+	// its phase's config. Defaults to none: Train for every iteration.
 	TrainFrom []TrainPhase `json:"train_from,omitempty"`
 	// Eval configures the held-out evals.
 	Eval Eval `json:"eval"`

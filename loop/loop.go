@@ -385,6 +385,10 @@ func (l *looper) iteration(ctx context.Context, i int) (IterationResult, error) 
 		if err != nil {
 			return it, fmt.Errorf("iteration %d: resume: %w", i, err)
 		}
+		if trainCfg, _ := cfg.trainConfig(i); lin != nil && lin.ConfigHash != trainCfg.Hash() {
+			return it, fmt.Errorf("%w: iteration %d: %s was trained with another train config (config_hash %.12s, this config's %.12s): resume with the config that made it, or use another run id and work_dir",
+				ErrConfig, i, next, lin.ConfigHash, trainCfg.Hash())
+		}
 		if lin != nil {
 			it.Trained = lin.Data.Trained
 			it.setGroups(lin.Data.Groups.ZeroVariance, lin.Data.Groups.Groups)

@@ -337,6 +337,19 @@ func checkRLProbe(t *testing.T, dir, cfgPath, self string) {
 	if !strings.Contains(stderr, "training with train_from[0]") || strings.Count(stderr, "with train_from[") != 1 {
 		t.Errorf("the log does not name iteration 1's train_from phase (and only it):\n%s", stderr)
 	}
+	// Resuming with another train config for a done iteration is refused,
+	// and nothing is redone or removed.
+	if err := os.WriteFile(path, []byte(strings.Replace(cfg, `"lr": 0.0003`, `"lr": 0.0004`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ckpt := fileSHA(t, filepath.Join(work, "checkpoints/iter-000002/model.safetensors"))
+	code, _, stderr2 := runCLI(t, testEnv(nil), "run", "--config", path, "--agent", self)
+	if code != 2 || !strings.Contains(stderr2, "iteration 1: "+filepath.Join(work, "checkpoints/iter-000002")+" was trained with another train config (config_hash ") {
+		t.Errorf("resume with another train_from: exit %d:\n%s", code, stderr2)
+	}
+	if fileSHA(t, filepath.Join(work, "checkpoints/iter-000002/model.safetensors")) != ckpt {
+		t.Error("the refused resume changed iteration 1's checkpoint")
+	}
 	if !strings.Contains(stdout, "rl.probe pass@1 after N iterations (2 tasks): 0: ") || !strings.Contains(stderr, "rl.probe: the final policy is the best probed one") {
 		t.Errorf("no probe report:\n%s\n%s", stdout, stderr)
 	}
