@@ -53,8 +53,9 @@ demo: build pytest-ref ## the main job on embedded defaults: 6 RL iterations of 
 STARTER ?= bash-sft
 STARTER_CONFIG_bash-sft := docs/results/bash-pools.json
 STARTER_CONFIG_bash-sed := docs/results/bash-sed.json
-starter: build ## remake a committed starter checkpoint (STARTER=bash-sft or bash-sed: the SFT of its results config) and check its sha256
-	@test -n "$(STARTER_CONFIG_$(STARTER))" || { echo "starter: STARTER=$(STARTER): no such starter (bash-sft, bash-sed)" >&2; exit 2; }
+STARTER_CONFIG_tools-sft := docs/results/tools-raft.json
+starter: build ## remake a committed starter checkpoint (STARTER=bash-sft, bash-sed or tools-sft: the SFT of its results config) and check its sha256
+	@test -n "$(STARTER_CONFIG_$(STARTER))" || { echo "starter: STARTER=$(STARTER): no such starter (bash-sft, bash-sed, tools-sft)" >&2; exit 2; }
 	rm -rf legorl-work/starter-$(STARTER)
 	$(BIN)/legorl run --config $(STARTER_CONFIG_$(STARTER)) --work legorl-work/starter-$(STARTER) \
 		--store file://$(CURDIR)/legorl-work/starter-$(STARTER)/store --prepare-only

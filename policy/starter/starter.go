@@ -15,6 +15,13 @@
 // sed (sft.sed_inserts), 3,000-instance suite, seed 1, probe band
 // [0.25, 0.5] (reached after 14 epochs). It solves every trained family
 // but wrong_constant. `make starter STARTER=bash-sed` remakes it.
+//
+// tools-sft is the SFT stage of docs/results/tools-raft.json (and of
+// tools-k32.json, the same bytes): the same model warm-started on the
+// scripted tools solver's demonstrations (OpenAI-style tool calls) of the
+// sft split of a 6,000-instance suite, seed 1, probe band [0.25, 0.5]
+// (reached after 6 epochs, loss 0.046). `make starter STARTER=tools-sft`
+// remakes it.
 package starter
 
 import (
@@ -34,6 +41,7 @@ import (
 
 //go:embed bash-sft/config.json bash-sft/model.safetensors bash-sft/tokenizer.json bash-sft/lineage.json bash-sft.sha256
 //go:embed bash-sed/config.json bash-sed/model.safetensors bash-sed/tokenizer.json bash-sed/lineage.json bash-sed.sha256
+//go:embed tools-sft/config.json tools-sft/model.safetensors tools-sft/tokenizer.json tools-sft/lineage.json tools-sft.sha256
 var files embed.FS
 
 // Prefix marks a starter in a loop config's policy: "starter:bash-sft".
