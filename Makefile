@@ -258,7 +258,7 @@ ptx-check: ## fail if kernels.ptx is not what kernels.cu compiles to
 device-bundle: $(CUDA_STAMP) ## build what a GPU machine runs into .cache/device: the stripped CUDA test binary and device-check.sh
 	scripts/cuda/device-check.sh bundle
 
-device-check: device-bundle ## CUDA-vs-CPU equivalence, MoE replay and benchmarks on a GPU, recorded in docs/PERFORMANCE.md (here if nvidia-smi works, else prints the lent-machine call)
+device-check: device-bundle ## CUDA-vs-CPU equivalence, MoE replay and benchmarks on a GPU, recorded in docs/PERFORMANCE.md (here if nvidia-smi works, else prints how to run it on a machine with a GPU)
 	@if nvidia-smi >/dev/null 2>&1; then \
 		OUT=$(DEVICE_DIR)/out scripts/cuda/device-check.sh run && scripts/cuda/device-check.sh record $(DEVICE_DIR)/out; \
 	else \
