@@ -16,6 +16,7 @@ import (
 	"github.com/legorl/legorl/policy/model"
 	"github.com/legorl/legorl/policy/starter"
 	"github.com/legorl/legorl/policy/tokenizer"
+	"github.com/legorl/legorl/rollout"
 	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/tasks"
 	"github.com/legorl/legorl/tasks/builtin"
@@ -50,6 +51,9 @@ func (l *looper) prepare(ctx context.Context) error {
 	if l.suite, err = l.prepareSuite(ctx); err != nil {
 		return err
 	}
+	if err := l.checkGrading(ctx); err != nil {
+		return err
+	}
 	if name, ok := strings.CutPrefix(cfg.Policy, starter.Prefix); ok {
 		if l.start, err = starter.Install(name, filepath.Join(cfg.WorkDir, "checkpoints", "starter-"+name)); err != nil {
 			return fmt.Errorf("policy: %w", err)
@@ -79,6 +83,23 @@ func (l *looper) prepare(ctx context.Context) error {
 		}
 		l.start = dir
 	}
+	return nil
+}
+
+// checkGrading grades a gold patch per test runner of the suite before
+// anything else runs, on every start (a resumed run may be on another
+// machine): where the tests cannot run, every rollout would be masked and
+// the run would learn from nothing for hours (rollout.CheckGrading).
+func (l *looper) checkGrading(ctx context.Context) error {
+	s, err := tasks.Load(l.suite)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := rollout.CheckGrading(ctx, l.cfg.Rollout.Backend, s.Dir, s.Instances); err != nil {
+		return err
+	}
+	l.logf("grading checked: the suite's gold patches pass here (%s)", time.Since(start).Round(10*time.Millisecond))
 	return nil
 }
 

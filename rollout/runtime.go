@@ -22,6 +22,7 @@ import (
 	"github.com/legorl/legorl/sandbox/docker"
 	"github.com/legorl/legorl/sandbox/grade"
 	"github.com/legorl/legorl/sandbox/local"
+	"github.com/legorl/legorl/tasks"
 )
 
 // ErrOptions: Options that cannot build a Runtime (an unknown template,
@@ -204,23 +205,52 @@ func New(ctx context.Context, o Options) (rt *Runtime, err error) {
 	if err != nil {
 		return rt, err
 	}
-	switch o.Sandbox {
-	case SandboxNone:
+	if o.Sandbox == SandboxNone {
 		return rt, nil
-	case SandboxDocker:
-		b, err := docker.New(ctx, docker.Options{Metrics: o.Metrics.Sandbox})
-		if err != nil {
-			return rt, err
-		}
-		rt.Backend = b
-		rt.closers = append(rt.closers, func() { b.Close() })
-	default:
-		b := local.New(local.Options{Metrics: o.Metrics.Sandbox})
-		rt.Backend = b
-		rt.closers = append(rt.closers, func() { b.Close() })
 	}
+	b, closeB, err := newBackend(ctx, o.Sandbox, o.Metrics.Sandbox)
+	if err != nil {
+		return rt, err
+	}
+	rt.Backend = b
+	rt.closers = append(rt.closers, closeB)
 	rt.Grader = grade.New(rt.Backend, grade.Options{})
 	return rt, nil
+}
+
+// newBackend opens the sandbox backend kind (SandboxDocker, else local)
+// and returns it with the func that closes it.
+func newBackend(ctx context.Context, kind string, m *sandbox.Metrics) (sandbox.Backend, func(), error) {
+	if kind == SandboxDocker {
+		b, err := docker.New(ctx, docker.Options{Metrics: m})
+		if err != nil {
+			return nil, nil, err
+		}
+		return b, func() { b.Close() }, nil
+	}
+	b := local.New(local.Options{Metrics: m})
+	return b, func() { b.Close() }, nil
+}
+
+// CheckGrading grades, in the sandbox backend kind (SandboxLocal, the
+// default, or SandboxDocker) with the grader a Runtime uses, the gold patch
+// of one instance per test runner of insts (grade.Grader.CheckEnvironment;
+// suiteDir resolves their snapshots): a machine that cannot run a task's
+// tests masks every rollout of it, and a run there would learn from
+// nothing. The error says which runner failed and what it needs.
+func CheckGrading(ctx context.Context, kind, suiteDir string, insts []tasks.Instance) error {
+	if kind == "" {
+		kind = SandboxLocal
+	}
+	if kind != SandboxLocal && kind != SandboxDocker {
+		return fmt.Errorf("%w: unknown sandbox backend %q: want %s or %s", ErrOptions, kind, SandboxLocal, SandboxDocker)
+	}
+	b, closeB, err := newBackend(ctx, kind, nil)
+	if err != nil {
+		return err
+	}
+	defer closeB()
+	return grade.New(b, grade.Options{}).CheckEnvironment(ctx, suiteDir, insts)
 }
 
 // policy builds the generator: the local engine over m on its compute

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -17,6 +18,8 @@ import (
 	"github.com/legorl/legorl/loop"
 	"github.com/legorl/legorl/policy/checkpoint"
 	"github.com/legorl/legorl/policy/model"
+	"github.com/legorl/legorl/tasks"
+	"github.com/legorl/legorl/tasks/builtin"
 	"github.com/legorl/legorl/trainer"
 )
 
@@ -609,5 +612,53 @@ func TestRunUpcycle(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(up, "tokenizer.json")); err != nil {
 		t.Errorf("the parent's tokenizer did not travel: %v", err)
+	}
+}
+
+// TestRunChecksGrading: `legorl run` grades a gold patch per test runner of
+// its suite before anything else, and stops with one line naming the
+// instance when it fails (here a suite whose every gold patch is another
+// instance's, which cannot apply): a machine that cannot grade would mask
+// every rollout, and the run would go on for hours learning nothing.
+func TestRunChecksGrading(t *testing.T) {
+	dir := t.TempDir()
+	suite := filepath.Join(dir, "suite")
+	ins, err := builtin.Generate(context.Background(), suite, builtin.Options{N: 3, Seed: 5, Languages: []string{"python"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := ins[0].Patch
+	for i := range ins {
+		if i+1 < len(ins) {
+			ins[i].Patch = ins[i+1].Patch
+		} else {
+			ins[i].Patch = first
+		}
+	}
+	var b bytes.Buffer
+	if err := tasks.WriteJSONL(&b, ins); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(suite, "tasks.jsonl"), b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(dir, "work")
+	cfg := `{"run": "grading-check", "tasks": "` + suite + `", "harness": "bash", "work_dir": "` + work + `",
+  "store": "file://` + filepath.Join(dir, "store") + `",
+  "init": {"model": {"model_type": "qwen3", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+           "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "max_position_embeddings": 4096,
+           "tie_word_embeddings": true}, "vocab": 400, "seed": 1}, "iterations": 1}`
+	path := filepath.Join(dir, "run.json")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	self, _ := os.Executable()
+	code, _, stderr := runCLI(t, testEnv(nil), "run", "--config", path, "--agent", self)
+	want := "the gold patch of " + ins[0].InstanceID + " fails its pytest tests here"
+	if code != 2 || !strings.Contains(stderr, want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Fatalf("exit %d, stderr %q: want exit 2 and one line with %q", code, stderr, want)
+	}
+	if _, err := os.Stat(filepath.Join(work, "checkpoints", "init")); err == nil {
+		t.Error("the run made its initial checkpoint before the grading check failed")
 	}
 }

@@ -325,6 +325,7 @@ func (g *Grader) gradeRun(ctx context.Context, suiteDir string, inst *tasks.Inst
 	var stdout bytes.Buffer
 	switch inst.TestRunner() {
 	case tasks.RunnerGoTest:
+		fast = false // the fast runner is Python's
 		// go test runs the toolchain at GoRoot inside the sandbox: the
 		// local backend shows the host's; an image needs its own there (the
 		// docker base image has none, so Go tasks grade on local).

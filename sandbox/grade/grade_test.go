@@ -280,3 +280,36 @@ func TestGradeInfraMasked(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckEnvironment: the check passes where every runner works, through
+// pytest for Python (not the fast runner, which needs no pytest), and fails
+// with a line that names the runner, the instance and the fix where the
+// interpreter cannot run pytest.
+func TestCheckEnvironment(t *testing.T) {
+	dir, ins := suite(t)
+	t.Run("ok", func(t *testing.T) {
+		gr := grade.New(backend(), grade.Options{})
+		if err := gr.CheckEnvironment(context.Background(), dir, ins); err != nil {
+			t.Fatal(err)
+		}
+		if runs, _ := gr.FastCounts(); runs != 0 {
+			t.Fatalf("the fast runner graded %d times: the check must run pytest", runs)
+		}
+	})
+	t.Run("no pytest", func(t *testing.T) {
+		py := pick(t, "python", "")
+		gr := grade.New(backend(), grade.Options{Python: "/nonexistent/python3"})
+		err := gr.CheckEnvironment(context.Background(), dir, []tasks.Instance{*py})
+		if err == nil {
+			t.Fatal("no error from a grader whose interpreter does not exist")
+		}
+		for _, want := range []string{"fails its pytest tests here", py.InstanceID, grade.InfraGoldFails, "/nonexistent/python3 must import pytest"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not say %q", err, want)
+			}
+		}
+		if strings.Contains(err.Error(), "\n") {
+			t.Errorf("error is not one line: %q", err)
+		}
+	})
+}
