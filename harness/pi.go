@@ -27,7 +27,9 @@ var piPackage = npmPackage{Name: "@mariozechner/pi-coding-agent", Version: "0.73
 // runs as `pi --provider legorl --model M --mode json --no-session -p TASK`
 // and prints one JSON event per line, ending with agent_end. It exits 0
 // even when the model call failed: Result reads the last assistant
-// message's stopReason.
+// message's stopReason. Its wall clock starts at ClockEpoch (a preload,
+// pinClock): pi writes the day into its system prompt, and the same task
+// must render the same tokens on any day.
 type Pi struct{}
 
 // Name returns "pi".
@@ -63,13 +65,15 @@ func (Pi) Command(env Env) (Launch, error) {
 		return Launch{}, err
 	}
 	settings := []byte(`{"retry": {"enabled": false, "provider": {"maxRetries": 0}}}` + "\n")
+	files := map[string][]byte{"pi/models.json": models, "pi/settings.json": settings}
+	args := append([]string{nodePath}, pinClock(files, env.ConfigDir)...)
 	argv, wenv := wrap(path.Join(env.ConfigDir, "pi"), piState, env.TaskFile,
-		nodePath, piPackage.script(env.ProgramDir), "--provider", "legorl", "--model", model,
-		"--mode", "json", "--no-session", "-p")
+		append(args, piPackage.script(env.ProgramDir), "--provider", "legorl", "--model", model,
+			"--mode", "json", "--no-session", "-p")...)
 	return Launch{
 		Cmd: wrapCmd(argv, env.Workspace, append(wenv, "PI_CODING_AGENT_DIR="+piState,
 			"PI_OFFLINE=1", "PI_TELEMETRY=0", "PI_SKIP_VERSION_CHECK=1")),
-		Files: map[string][]byte{"pi/models.json": models, "pi/settings.json": settings},
+		Files: files,
 	}, nil
 }
 

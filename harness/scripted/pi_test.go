@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legorl/legorl/harness"
 	"github.com/legorl/legorl/harness/harnesstest"
 	"github.com/legorl/legorl/harness/scripted"
 	"github.com/legorl/legorl/sandbox/grade"
@@ -53,13 +54,15 @@ func TestHarnessPiDemos(t *testing.T) {
 	}
 }
 
-// checkPiShape: pi's system prompt (naming the rollout's folders), its
-// tools read, bash, edit, write, calls of read and edit with pi's
-// arguments, and a last turn without a call (which ends pi's run).
+// checkPiShape: pi's system prompt (naming the rollout's folders and the
+// pinned day, not today), its tools read, bash, edit, write, calls of read
+// and edit with pi's arguments, and a last turn without a call (which ends
+// pi's run).
 func checkPiShape(t *testing.T, d *scripted.Demo) {
 	t.Helper()
 	sys := d.Messages[0].Content
 	for _, want := range []string{"operating inside pi, a coding agent harness", "Current working directory: " + scripted.DefaultWorkdir,
+		"Current date: " + harness.ClockEpoch[:len("2006-01-02")],
 		scripted.ProgramDir + "/node_modules/@mariozechner/pi-coding-agent/README.md"} {
 		if !strings.Contains(sys, want) {
 			t.Errorf("%s: pi's system prompt lacks %q:\n%s", d.InstanceID, want, sys)
