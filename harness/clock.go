@@ -19,15 +19,14 @@ const clockEpochMs = 1767268800000
 const clockFile = "legorl-clock.cjs"
 
 // clockScript is a Node.js preload (node --require) that starts the
-// program's wall clock at epoch (epochMs in Unix milliseconds): Date.now()
-// and new Date() read it plus the time since the program started, so
-// timers, timeouts and measured durations behave as on the real clock, and
-// only the calendar is pinned.
-// Date with arguments, Date.parse and Date.UTC are the real ones; the
-// monotonic clocks (performance.now, process.hrtime) are untouched. It
+// program's wall clock at ClockEpoch: Date.now() and new Date() read it
+// plus the time since the program started, so timers, timeouts and
+// measured durations behave as on the real clock, and only the calendar is
+// pinned. Date with arguments, Date.parse and Date.UTC are the real ones;
+// the monotonic clocks (performance.now, process.hrtime) are untouched. It
 // pins what the program computes in JavaScript, as libfaketime would in C,
 // without changing the program.
-func clockScript(epoch string, epochMs int64) []byte {
+func clockScript() []byte {
 	return fmt.Appendf(nil, `'use strict';
 // Written by legorl: starts this program's wall clock at %s (see harness/clock.go).
 (() => {
@@ -43,12 +42,12 @@ func clockScript(epoch string, epochMs int64) []byte {
   PinnedDate.now = now;
   globalThis.Date = PinnedDate;
 })();
-`, epoch, epochMs)
+`, ClockEpoch, clockEpochMs)
 }
 
 // pinClock adds the preload to files and returns the node arguments that
 // load it from configDir, where Launch.Files are shown.
 func pinClock(files map[string][]byte, configDir string) []string {
-	files[clockFile] = clockScript(ClockEpoch, clockEpochMs)
+	files[clockFile] = clockScript()
 	return []string{"--require", configDir + "/" + clockFile}
 }

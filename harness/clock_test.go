@@ -50,7 +50,7 @@ func TestPiPinsClock(t *testing.T) {
 func TestHarnessClock(t *testing.T) {
 	harnesstest.Cache(t) // Node.js comes with the npm harnesses
 	f := filepath.Join(t.TempDir(), clockFile)
-	if err := os.WriteFile(f, clockScript(ClockEpoch, clockEpochMs), 0o644); err != nil {
+	if err := os.WriteFile(f, clockScript(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	js := `
