@@ -61,6 +61,7 @@ func Conformance(t *testing.T, b sandbox.Backend) {
 		{"HostProcessesHidden", testHostProcesses},
 		{"Hostname", testHostname},
 		{"NoTTY", testNoTTY},
+		{"OpenFiles", testOpenFiles},
 		{"Concurrent", testConcurrent},
 		{"Close", testClose},
 	}
@@ -672,6 +673,30 @@ func testHostname(t *testing.T, b sandbox.Backend) {
 	wantCompleted(t, res, 0)
 	if got := strings.TrimSpace(string(res.Stdout)); got == "" || got == host {
 		t.Errorf("hostname inside %q, host %q", got, host)
+	}
+}
+
+// testOpenFiles: a command starts with its three standard descriptors and
+// nothing else: not the backend's own channel to the host (through which a
+// command could answer for the sandbox, an exit status included) and no
+// descriptor of the host process, such as the pipe opened here without
+// close-on-exec.
+func testOpenFiles(t *testing.T, b sandbox.Backend) {
+	var p [2]int
+	if err := syscall.Pipe(p[:]); err != nil { // no close-on-exec
+		t.Fatal(err)
+	}
+	defer syscall.Close(p[0])
+	defer syscall.Close(p[1])
+	sb := create(t, b, sandbox.Spec{})
+	res, err := sb.Exec(context.Background(), sandbox.Cmd{Args: []string{"ls", "/proc/self/fd"}, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCompleted(t, res, 0)
+	// 3 is the folder ls itself opened to list.
+	if got := strings.Fields(string(res.Stdout)); strings.Join(got, " ") != "0 1 2 3" {
+		t.Errorf("a command's open descriptors: %v, want 0 1 2 (and ls's own 3)", got)
 	}
 }
 

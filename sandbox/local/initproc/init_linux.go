@@ -58,6 +58,12 @@ func Init() {
 // and /dev), drops privileges, and then runs one command at a time for the
 // host, killing whatever the command left behind when it ends.
 func holderMain() error {
+	// No descriptor the holder inherited reaches a command: not its
+	// control socket to the host (a command could answer for the holder
+	// on it), nor any the host itself inherited.
+	if err := cloexecFrom(CtlFD); err != nil {
+		return err
+	}
 	// Phase 1, before the host has asked for anything (a prestarted
 	// holder waits here): build everything that does not depend on the
 	// spec, and drop what privileges the rest of the setup does not need.
@@ -316,6 +322,14 @@ func restrict(dst string, ro bool) error {
 func remountRO(dst string, flags uintptr) error {
 	if err := unix.Mount("", dst, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|flags, ""); err != nil {
 		return fmt.Errorf("remount %s read-only: %w", dst, err)
+	}
+	return nil
+}
+
+// cloexecFrom marks every descriptor from fd up close-on-exec.
+func cloexecFrom(fd int) error {
+	if err := unix.CloseRange(uint(fd), ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return fmt.Errorf("close-on-exec from descriptor %d: %w", fd, err)
 	}
 	return nil
 }

@@ -28,6 +28,11 @@ func spawnerMain() error {
 	// the Go runtime of the holder installs its own SIGCHLD handler, and so
 	// it reaps its commands itself.
 	signal.Ignore(syscall.SIGCHLD)
+	// The host's own descriptors stay out of the holders (each holder
+	// gets only the files of its spawn request).
+	if err := cloexecFrom(CtlFD + 1); err != nil {
+		return err
+	}
 	if err := Send(CtlFD, &Message{Op: "hello", Version: Version}); err != nil {
 		return err
 	}

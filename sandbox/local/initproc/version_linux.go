@@ -9,4 +9,4 @@ package initproc
 // with this version, so that a stale legorl-sandbox-init is never used with
 // a newer host. sandbox/local's TestInitVersion fails, naming the new
 // value, when the files change and this does not.
-const Version = "4523a5c7104a1b01"
+const Version = "0315f613cf776b72"
