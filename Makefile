@@ -70,6 +70,7 @@ test: tools lint cuda-build ptx-check cuda-emu ## the whole suite: installs and 
 	scripts/docker/start-dockerd.sh >/dev/null
 	DOCKER_HOST=$(LEGORL_DOCKER_HOST) scripts/docker/base-image.sh
 	$(GO) test -count=1 -timeout 40m ./... ; rc=$$?; scripts/docker/stop-dockerd.sh; exit $$rc
+	LEGORL_TEST_INIT=go $(GO) test -count=1 ./sandbox/local
 	LEGORL_NOTEBOOKS=1 $(GO) test -count=1 -timeout 20m -run '^TestNotebooks$$' ./cmd/legorl
 	$(GO) test -count=1 -tags purego ./policy/kernels
 	@set -e; for t in $(TEST_FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
@@ -124,16 +125,22 @@ build: $(BIN)/legorl $(BIN)/legorl-agent $(BIN)/legorl-sandbox-init ## build bin
 
 # The agent runs inside sandboxes and images of any libc: build it static.
 $(BIN)/legorl-agent: export CGO_ENABLED=0
-# The local sandbox backend starts every sandbox's init from it: static, it
-# skips the dynamic loader.
-$(BIN)/legorl-sandbox-init: export CGO_ENABLED=0
+# The local sandbox backend's spawner and sandbox init, in C, static
+# (cmd/legorl-sandbox-init/init.c; package sandbox/local/initproc is the Go
+# one a host binary falls back to).
+$(BIN)/legorl-sandbox-init: cmd/legorl-sandbox-init/init.c sandbox/local/initproc/version_linux.go | /usr/bin/cc
+	@mkdir -p $(BIN)
+	scripts/lib/build-init.sh . $@
+
+/usr/bin/cc:
+	scripts/setup deb gcc libc6-dev
 
 $(BIN)/%: FORCE
 	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/$*
 
 FORCE:
 
-tools: $(VERSITYGW_STAMP) $(DUCKDB_STAMP) $(TOKREF_STAMP) $(NOTEBOOK_STAMP) jinja-ref torch-ref pytest-ref /usr/bin/bwrap /usr/bin/chromedriver /usr/bin/prometheus ## install the test services and tools into .cache and tools/ (idempotent)
+tools: /usr/bin/cc $(VERSITYGW_STAMP) $(DUCKDB_STAMP) $(TOKREF_STAMP) $(NOTEBOOK_STAMP) jinja-ref torch-ref pytest-ref /usr/bin/bwrap /usr/bin/chromedriver /usr/bin/prometheus ## install the test services and tools into .cache and tools/ (idempotent)
 
 $(VERSITYGW_STAMP):
 	@echo "installing versitygw $(VERSITYGW_VERSION) into $(CACHE)/bin (a few minutes the first time)"

@@ -24,8 +24,8 @@ trap 'git -C "$root" worktree remove --force "$work/base-tree" 2>/dev/null || tr
 command -v bwrap >/dev/null || { echo "bench-sandbox: bwrap not found (apt-get install bubblewrap)" >&2; exit 2; }
 build() { # build SRC DEST
 	mkdir -p "$2"
-	(cd "$1" && go test -c -o "$2/local.test" ./sandbox/local &&
-		CGO_ENABLED=0 go build -o "$2/legorl-sandbox-init" ./cmd/legorl-sandbox-init)
+	(cd "$1" && go test -c -o "$2/local.test" ./sandbox/local) &&
+		"$root/scripts/lib/build-init.sh" "$1" "$2/legorl-sandbox-init"
 }
 git -C "$root" worktree add --detach "$work/base-tree" "$base" >/dev/null
 build "$work/base-tree" "$work/base"

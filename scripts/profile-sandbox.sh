@@ -16,8 +16,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 command -v perf >/dev/null || { echo "profile-sandbox: perf not found (apt-get install linux-perf)" >&2; exit 2; }
-(cd "$root" && go test -c -o "$work/local.test" ./sandbox/local &&
-	CGO_ENABLED=0 go build -o "$work/legorl-sandbox-init" ./cmd/legorl-sandbox-init)
+(cd "$root" && go test -c -o "$work/local.test" ./sandbox/local)
+"$root/scripts/lib/build-init.sh" "$root" "$work/legorl-sandbox-init"
 cd "$work"
 perf record -q -o perf.data -g -F 2000 -- ./local.test -test.run '^$' \
 	-test.bench '^BenchmarkLocalBackToBack$' -test.benchtime "${n}x" | grep '^Benchmark'

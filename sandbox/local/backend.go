@@ -1,9 +1,9 @@
 // Package local is the sandbox backend built on Linux namespaces: the
 // embedded default, which starts a sandbox in milliseconds.
 //
-// Each sandbox is a process (the holder: the small static
-// legorl-sandbox-init beside the running binary when there is one, else
-// this same binary re-executed; see Init and Options.InitPath) that is pid
+// Each sandbox is a process (the holder: forked by the small static C
+// program legorl-sandbox-init beside the running binary when there is one,
+// else this same binary re-executed; see Init and Options.InitPath) that is pid
 // 1 of new user, mount, pid, network, uts and ipc namespaces. Its root is
 // mapped to a random unprivileged host uid that owns nothing on the host
 // but the sandbox's workspace copy. It builds a root file
@@ -45,9 +45,10 @@ type Options struct {
 	// NoPrestart starts each sandbox's init in Create, and none ahead
 	// (as does a negative Prestart). Defaults to false.
 	NoPrestart bool
-	// InitPath is the binary started as the backend's helper and every
-	// sandbox's init; it must link this package and greet the host with
-	// the same init version. Defaults to legorl-sandbox-init beside the
+	// InitPath is the binary started as the backend's helper (and so
+	// every sandbox's init): a binary that links this package, or the C
+	// init (cmd/legorl-sandbox-init); either must greet the host with the
+	// same init version. Defaults to legorl-sandbox-init beside the
 	// running executable (make build puts one beside bin/legorl) when it
 	// is there and greets the host so, else /proc/self/exe.
 	InitPath string

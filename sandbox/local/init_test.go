@@ -15,6 +15,7 @@ import (
 
 	"github.com/legorl/legorl/sandbox"
 	"github.com/legorl/legorl/sandbox/local"
+	"github.com/legorl/legorl/sandbox/local/internal/cinit"
 )
 
 // TestInitVersion: initVersion is the hash of the code the spawner and the
@@ -22,8 +23,11 @@ import (
 // never used. When this fails, set initVersion to the value it names.
 func TestInitVersion(t *testing.T) {
 	h := sha256.New()
-	for _, f := range []string{"init_linux.go", "proto_linux.go", "seccomp_linux.go", "spawner_linux.go"} {
-		b, err := os.ReadFile(filepath.Join("initproc", f))
+	for _, f := range []string{"init_linux.go", "proto_linux.go", "seccomp_linux.go", "spawner_linux.go", cinit.Source()} {
+		if !filepath.IsAbs(f) {
+			f = filepath.Join("initproc", f)
+		}
+		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,10 +91,6 @@ func TestStaticInit(t *testing.T) {
 		fmt.Println("spawner", exe)
 		return
 	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("building the static init needs the go tool")
-	}
 	dir := t.TempDir()
 	self, err := os.ReadFile(os.Args[0])
 	if err != nil {
@@ -100,11 +100,9 @@ func TestStaticInit(t *testing.T) {
 	if err := os.WriteFile(host, self, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	init := filepath.Join(dir, "legorl-sandbox-init")
-	build := exec.Command(goTool, "build", "-o", init, "github.com/legorl/legorl/cmd/legorl-sandbox-init")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	init, err := cinit.BuildTo(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
 	}
 	run := func(t *testing.T) string {
 		t.Helper()

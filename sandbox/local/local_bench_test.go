@@ -51,6 +51,7 @@ func rusageTime() time.Duration {
 // cpuTime) when the v1 cpuacct hierarchy is there.
 func TestMain(m *testing.M) {
 	os.Exit(func() int {
+		defer local.RemoveTestInit()
 		if flag.Parse(); flag.Lookup("test.bench").Value.String() == "" {
 			return m.Run()
 		}

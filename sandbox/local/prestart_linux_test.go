@@ -15,7 +15,7 @@ import (
 // the host has sent it anything. The seccomp filter, which would refuse
 // the setup's mounts, is not installed yet.
 func TestPreparedHolderDropped(t *testing.T) {
-	b := New(Options{NoPrestart: true})
+	b := New(Options{NoPrestart: true, InitPath: InitForTests(t)})
 	defer b.Close()
 	h, err := b.startHolder()
 	if err != nil {

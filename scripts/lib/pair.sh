@@ -17,9 +17,11 @@ build_pair() {
 	for side in base new; do
 		src=$work/base-src
 		[ "$side" = new ] && src=$root
-		for cmd in legorl legorl-agent legorl-sandbox-init; do
-			[ -d "$src/cmd/$cmd" ] || continue
+		for cmd in legorl legorl-agent; do
 			(cd "$src" && CGO_ENABLED=$([ "$cmd" = legorl ] && echo 1 || echo 0) $go build -o "$work/$side/bin/$cmd" "./cmd/$cmd")
 		done
+		if [ -d "$src/cmd/legorl-sandbox-init" ]; then
+			"$root/scripts/lib/build-init.sh" "$src" "$work/$side/bin/legorl-sandbox-init"
+		fi
 	done
 }

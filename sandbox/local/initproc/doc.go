@@ -4,13 +4,14 @@
 // builds its root file system, drops privileges and runs the host's
 // commands. It also holds the protocol the host speaks with both.
 //
-// It is a package of its own, which imports no more than the standard
-// library and golang.org/x/sys/unix, so that cmd/legorl-sandbox-init, which
-// links only it, starts quickly: every init the backend starts runs the
-// package initialization of every package its binary links, and
-// sandbox/local's dependencies (the Prometheus client, protobuf, net/http)
-// cost about as much CPU as the rest of the init's start. Linking
-// sandbox/local links this package, so any binary that links the backend
-// can still serve as the init (the backend re-executes itself when there is
-// no legorl-sandbox-init).
+// Linking sandbox/local links this package, so any binary that links the
+// backend can serve as the init: the backend re-executes itself when there
+// is no legorl-sandbox-init beside it. That one is the same program in C
+// (cmd/legorl-sandbox-init/init.c), cheaper per sandbox: its spawner forks
+// each holder without an exec or a Go runtime to start. This package is
+// its specification: the same protocol, the same steps in the same order,
+// the same seccomp filter (TestSeccompFilterSame); a change here is made
+// there too, and both are in Version. The package imports no more than the
+// standard library and golang.org/x/sys/unix: every init re-executed from
+// a host binary runs the package initialization of what that binary links.
 package initproc

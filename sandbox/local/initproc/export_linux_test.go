@@ -1,0 +1,6 @@
+//go:build linux
+
+package initproc
+
+// SeccompFilter is the filter the Go holder installs.
+var SeccompFilter = seccompFilter
