@@ -139,7 +139,11 @@ type RL struct {
 	// iterations' rollouts (a Beta(1,1) prior), then takes the family's next
 	// unused task. Groups whose rewards are all equal give no gradient; a
 	// family near 0.5 gives the most (variance-based task selection, arXiv
-	// 2504.03380). Needs tasks_per_iteration.
+	// 2504.03380). "template_variance" is the same with each task's
+	// template (Instance.Template) in place of its family, where tasks
+	// have one: a family whose templates the policy either always or never
+	// solves looks like one near 0.5, and only the finer arm sees that its
+	// rollouts teach nothing. Both need tasks_per_iteration.
 	Select string `json:"select,omitempty"`
 	// Probe, when set, keeps the run's best policy by a validation probe:
 	// Probe.Tasks tasks at the end of the train split's seeded order are
@@ -167,8 +171,9 @@ type RLProbe struct {
 
 // The values of RL.Select.
 const (
-	SelectOrder    = "order"
-	SelectVariance = "variance"
+	SelectOrder            = "order"
+	SelectVariance         = "variance"
+	SelectTemplateVariance = "template_variance"
 )
 
 // SFT is the warm start.
@@ -450,10 +455,10 @@ func (c Config) Validate() error {
 		}
 	}
 	switch {
-	case c.RL.Select != "" && c.RL.Select != SelectOrder && c.RL.Select != SelectVariance:
-		return bad("rl.select %q: want %s or %s", c.RL.Select, SelectOrder, SelectVariance)
-	case c.RL.Select == SelectVariance && c.RL.TasksPerIteration == 0:
-		return bad("rl.select %s needs rl.tasks_per_iteration", SelectVariance)
+	case c.RL.Select != "" && c.RL.Select != SelectOrder && c.RL.Select != SelectVariance && c.RL.Select != SelectTemplateVariance:
+		return bad("rl.select %q: want %s, %s or %s", c.RL.Select, SelectOrder, SelectVariance, SelectTemplateVariance)
+	case (c.RL.Select == SelectVariance || c.RL.Select == SelectTemplateVariance) && c.RL.TasksPerIteration == 0:
+		return bad("rl.select %s needs rl.tasks_per_iteration", c.RL.Select)
 	}
 	if p := c.RL.Probe; p != nil {
 		switch {

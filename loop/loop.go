@@ -168,6 +168,10 @@ type EvalResult struct {
 	// tasks of each task family (mode t1 or greedy): where RL gained and
 	// where it did not.
 	Families map[string]map[string]map[string]map[string]float64 `json:"families,omitempty"`
+	// Templates is the same by task template (Instance.Template), for
+	// suites whose tasks have one: a family's pass@1 can hide templates
+	// solved always and never.
+	Templates map[string]map[string]map[string]map[string]float64 `json:"templates,omitempty"`
 	// Masked[mode][harness][split] counts the masked rollouts (environment
 	// failures: not scored, so not in pass@1 or the paired comparison).
 	// Absent when none were.
@@ -527,7 +531,16 @@ func (l *looper) eval(ctx context.Context, dir string) (EvalResult, error) {
 				if e.Families[mode] == nil {
 					e.Families[mode] = map[string]map[string]map[string]float64{}
 				}
-				set(e.Families[mode], r.Harness, split, familyPass1(ins, r.PerTask))
+				set(e.Families[mode], r.Harness, split, groupPass1(ins, r.PerTask, family))
+				if byT := groupPass1(ins, r.PerTask, template); len(byT) > 0 && !untemplated(byT) {
+					if e.Templates == nil {
+						e.Templates = map[string]map[string]map[string]map[string]float64{}
+					}
+					if e.Templates[mode] == nil {
+						e.Templates[mode] = map[string]map[string]map[string]float64{}
+					}
+					set(e.Templates[mode], r.Harness, split, byT)
+				}
 				if r.Masked > 0 {
 					if e.Masked == nil {
 						e.Masked = map[string]map[string]map[string]int{}
@@ -598,20 +611,32 @@ func (l *looper) evalRun(ctx context.Context, dir string, version int64, split, 
 	return t, err
 }
 
-// familyPass1 is the mean pass rate of each family's tasks in perTask
-// (task id -> pass rate); tasks without a family count under "".
-func familyPass1(ins []tasks.Instance, perTask map[string]float64) map[string]float64 {
+// groupPass1 is the mean pass rate in perTask (task id -> pass rate) of
+// each group of tasks, key naming a task's group (family or template);
+// tasks without one count under "".
+func groupPass1(ins []tasks.Instance, perTask map[string]float64, key func(tasks.Instance) string) map[string]float64 {
 	sum, n := map[string]float64{}, map[string]int{}
 	for _, in := range ins {
 		if v, ok := perTask[in.InstanceID]; ok {
-			sum[in.Family] += v
-			n[in.Family]++
+			sum[key(in)] += v
+			n[key(in)]++
 		}
 	}
 	for f := range sum {
 		sum[f] /= float64(n[f])
 	}
 	return sum
+}
+
+func family(in tasks.Instance) string   { return in.Family }
+func template(in tasks.Instance) string { return in.Template }
+
+// untemplated says whether a groupPass1 by template has tasks without one
+// (a suite of an older generator, or not generated): then there is no
+// by-template view.
+func untemplated(byTemplate map[string]float64) bool {
+	_, ok := byTemplate[""]
+	return ok
 }
 
 // interval is the 95% interval of an eval row's pass@1: Wilson's for one

@@ -87,7 +87,7 @@ func (l *looper) iterationTasks(ctx context.Context, i int) (string, error) {
 		l.logf("iteration %d: the RL pool's %d tasks are used up (K = %d): tasks repeat from here", i, len(pool), k)
 	}
 	var ins []tasks.Instance
-	if l.cfg.RL.Select == SelectVariance {
+	if l.cfg.RL.Select == SelectVariance || l.cfg.RL.Select == SelectTemplateVariance {
 		if ins, err = l.varianceTasks(ctx, i, k, pool); err != nil {
 			return "", err
 		}
@@ -108,14 +108,14 @@ func (l *looper) varianceTasks(ctx context.Context, i, k int, pool []tasks.Insta
 	for j := 0; j < i; j++ {
 		prev, err := tasks.Load(filepath.Join(l.cfg.WorkDir, "pools", fmt.Sprintf("rl-iter-%06d.jsonl", j)))
 		if err != nil {
-			return nil, fmt.Errorf("rl.select %s: iteration %d's tasks: %w", SelectVariance, j, err)
+			return nil, fmt.Errorf("rl.select %s: iteration %d's tasks: %w", l.cfg.RL.Select, j, err)
 		}
 		for _, in := range prev.Instances {
 			used[in.InstanceID] = true
 		}
 		rep, err := l.iterationReport(ctx, j)
 		if err != nil {
-			return nil, fmt.Errorf("rl.select %s: %w", SelectVariance, err)
+			return nil, fmt.Errorf("rl.select %s: %w", l.cfg.RL.Select, err)
 		}
 		for _, t := range rep.Tasks {
 			o := outcomes[t.TaskID]
@@ -125,22 +125,30 @@ func (l *looper) varianceTasks(ctx context.Context, i, k int, pool []tasks.Insta
 	h := fnv.New64a()
 	h.Write([]byte(l.cfg.Run))
 	r := rand.New(rand.NewPCG(l.cfg.Builtin.Seed^uint64(i+1)*0x9e3779b97f4a7c15, h.Sum64()))
-	out, weights := drawByVariance(r, pool, used, outcomes, k)
-	l.logf("iteration %d: family weights (rl.select variance): %s", i, weights)
+	byTemplate := l.cfg.RL.Select == SelectTemplateVariance
+	out, weights := drawByVariance(r, pool, used, outcomes, k, byTemplate)
+	arm := "family"
+	if byTemplate {
+		arm = "template"
+	}
+	l.logf("iteration %d: %s weights (rl.select %s): %s", i, arm, l.cfg.RL.Select, weights)
 	return out, nil
 }
 
-// drawByVariance draws k tasks of pool: each draw picks a family with
-// weight p(1-p), p = (passed+1)/(completed+2) over the outcomes of the
-// family's tasks, then the family's first task in pool order not in used
-// (a family used up starts again). It returns the tasks and the weights,
-// described for the log.
-func drawByVariance(r *rand.Rand, pool []tasks.Instance, used map[string]bool, outcomes map[string][2]int, k int) ([]tasks.Instance, string) {
-	byFamily := map[string][]tasks.Instance{}
-	counts := map[string][2]int{} // family -> completed, passed
+// drawByVariance draws k tasks of pool: each draw picks an arm (a task's
+// family, or with byTemplate its template) with weight p(1-p), p =
+// (passed+1)/(completed+2) over the outcomes of the arm's tasks, then the
+// arm's first task in pool order not in used (an arm used up starts
+// again). It returns the tasks and the weights, described for the log.
+func drawByVariance(r *rand.Rand, pool []tasks.Instance, used map[string]bool, outcomes map[string][2]int, k int, byTemplate bool) ([]tasks.Instance, string) {
+	byFamily := map[string][]tasks.Instance{} // arm -> its tasks
+	counts := map[string][2]int{}             // arm -> completed, passed
 	var families []string
 	for _, in := range pool {
 		f := in.Family
+		if byTemplate && in.Template != "" {
+			f = in.Template
+		}
 		if _, ok := byFamily[f]; !ok {
 			families = append(families, f)
 		}

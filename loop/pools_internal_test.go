@@ -8,12 +8,14 @@ import (
 	"github.com/legorl/legorl/tasks"
 )
 
-// pool makes n tasks of each family, interleaved: a-0, b-0, a-1, b-1, ...
+// pool makes n tasks of each family, interleaved: a-0, b-0, a-1, b-1, ...;
+// a task's template is its family's /even or /odd by its number.
 func pool(n int, families ...string) []tasks.Instance {
 	var out []tasks.Instance
 	for i := range n {
 		for _, f := range families {
-			out = append(out, tasks.Instance{InstanceID: fmt.Sprintf("%s-%d", f, i), Family: f})
+			out = append(out, tasks.Instance{InstanceID: fmt.Sprintf("%s-%d", f, i), Family: f,
+				Template: f + []string{"/even", "/odd"}[i%2]})
 		}
 	}
 	return out
@@ -29,7 +31,7 @@ func TestDrawByVariance(t *testing.T) {
 	}
 	used := map[string]bool{"half-0": true, "half-1": true}
 	draw := func(seed uint64, k int) []tasks.Instance {
-		out, _ := drawByVariance(rand.New(rand.NewPCG(seed, 1)), p, used, outcomes, k)
+		out, _ := drawByVariance(rand.New(rand.NewPCG(seed, 1)), p, used, outcomes, k, false)
 		return out
 	}
 	got := draw(1, 60)
@@ -63,15 +65,46 @@ func TestDrawByVariance(t *testing.T) {
 		t.Error("drawByVariance changed the caller's used set")
 	}
 	// Without outcomes every family weighs the same.
-	_, desc := drawByVariance(rand.New(rand.NewPCG(1, 1)), p, nil, nil, 3)
+	_, desc := drawByVariance(rand.New(rand.NewPCG(1, 1)), p, nil, nil, 3, false)
 	if desc != "always 0.33 (0/0), half 0.33 (0/0), never 0.33 (0/0)" {
 		t.Errorf("weights %q", desc)
 	}
 	// A family used up starts again.
 	small := pool(2, "x")
-	out, _ := drawByVariance(rand.New(rand.NewPCG(1, 1)), small, nil, nil, 5)
+	out, _ := drawByVariance(rand.New(rand.NewPCG(1, 1)), small, nil, nil, 5, false)
 	if fmt.Sprint(ids(out)) != "[x-0 x-1 x-0 x-1 x-0]" {
 		t.Errorf("used-up family: %v", ids(out))
+	}
+}
+
+// TestDrawByTemplateVariance: a family whose templates are solved always
+// and never looks like one near 0.5; by template its arms weigh little.
+func TestDrawByTemplateVariance(t *testing.T) {
+	p := pool(100, "split", "half") // split/even always passes, split/odd never; half's both half the time
+	outcomes := map[string][2]int{}
+	for i := range 20 {
+		outcomes[fmt.Sprintf("split-%d", i)] = [2]int{8, 8 * (1 - i%2)}
+		outcomes[fmt.Sprintf("half-%d", i)] = [2]int{8, 4}
+	}
+	for _, tc := range []struct {
+		byTemplate bool
+		minHalf    int
+		maxHalf    int
+		desc       string
+	}{
+		{false, 25, 55, "half 0.50 (80/160), split 0.50 (80/160)"},
+		{true, 70, 80, "half/even 0.48 (40/80), half/odd 0.48 (40/80), split/even 0.02 (80/80), split/odd 0.02 (0/80)"},
+	} {
+		got, desc := drawByVariance(rand.New(rand.NewPCG(3, 1)), p, nil, outcomes, 80, tc.byTemplate)
+		half := 0
+		for _, in := range got {
+			if in.Family == "half" {
+				half++
+			}
+		}
+		if half < tc.minHalf || half > tc.maxHalf || desc != tc.desc {
+			t.Errorf("byTemplate %v: %d of 80 draws from half, want %d-%d; weights %q, want %q", tc.byTemplate, half, tc.minHalf, tc.maxHalf, desc, tc.desc)
+		}
 	}
 }
 

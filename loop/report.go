@@ -106,21 +106,26 @@ func (r *Result) Table() string {
 			}
 		}
 	}
-	for _, c := range r.Comparisons {
-		before, after := first.Families[c.Mode][c.Harness][c.Split], last.Families[c.Mode][c.Harness][c.Split]
-		if len(before) < 2 {
-			continue // one family: the row above says it all
+	for _, by := range []struct {
+		name        string
+		first, last map[string]map[string]map[string]map[string]float64
+	}{{"family", first.Families, last.Families}, {"template", first.Templates, last.Templates}} {
+		for _, c := range r.Comparisons {
+			before, after := by.first[c.Mode][c.Harness][c.Split], by.last[c.Mode][c.Harness][c.Split]
+			if len(before) < 2 || after == nil {
+				continue // one group: the row above says it all
+			}
+			groups := make([]string, 0, len(before))
+			for g := range before {
+				groups = append(groups, g)
+			}
+			sort.Strings(groups)
+			parts := make([]string, len(groups))
+			for i, g := range groups {
+				parts[i] = fmt.Sprintf("%s %.2f -> %.2f", g, before[g], after[g])
+			}
+			fmt.Fprintf(&b, "by %s, %s %s %s: %s\n", by.name, c.Harness, c.Split, c.Mode, strings.Join(parts, ", "))
 		}
-		fams := make([]string, 0, len(before))
-		for f := range before {
-			fams = append(fams, f)
-		}
-		sort.Strings(fams)
-		parts := make([]string, len(fams))
-		for i, f := range fams {
-			parts[i] = fmt.Sprintf("%s %.2f -> %.2f", f, before[f], after[f])
-		}
-		fmt.Fprintf(&b, "by family, %s %s %s: %s\n", c.Harness, c.Split, c.Mode, strings.Join(parts, ", "))
 	}
 	if len(r.Iterations) > 0 {
 		var rates, zv []string

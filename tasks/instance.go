@@ -51,6 +51,10 @@ type Instance struct {
 	Language string `json:"language,omitempty" parquet:"language,optional"` // "python" or "go"
 	Runner   string `json:"test_runner,omitempty" parquet:"test_runner,optional"`
 	Family   string `json:"family,omitempty" parquet:"family,optional"` // bug family of generated tasks
+	// Template is the generator's template within the family
+	// ("family/name"): instances of one template share a bug and differ in
+	// names, numbers, wording and layout.
+	Template string `json:"template,omitempty" parquet:"template,optional"`
 	Split    string `json:"split,omitempty" parquet:"split,optional"`
 }
 

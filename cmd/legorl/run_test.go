@@ -455,6 +455,7 @@ func TestRunConfigErrors(t *testing.T) {
 		{"bad eval split", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "eval": {"splits": ["train"]}}`, `eval.splits: "train"`},
 		{"bad select", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "rl": {"tasks_per_iteration": 2, "select": "best"}}`, `rl.select "best"`},
 		{"variance without K", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "rl": {"select": "variance"}}`, "rl.select variance needs rl.tasks_per_iteration"},
+		{"template variance without K", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "rl": {"select": "template_variance"}}`, "rl.select template_variance needs rl.tasks_per_iteration"},
 		{"rl probe without K", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "rl": {"probe": {}}}`, "rl.probe needs rl.tasks_per_iteration"},
 		{"rl probe negative patience", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "rl": {"tasks_per_iteration": 2, "probe": {"patience": -1}}}`, "rl.probe: tasks 128, every 10, patience -1"},
 		{"bad rollout precision", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "rollout": {"precision": "fp16"}}`, `rollout.precision "fp16": want fp32 or bf16`},

@@ -202,7 +202,7 @@ func generateOne(ctx context.Context, out string, seed uint64, i int, langs []st
 		ProblemStatement: statement, FailToPass: f2p, PassToPass: p2p,
 		TestPatch: testPatch, Patch: gold, Version: "2",
 		Snapshot: "repos/" + id, Language: lang, Runner: map[string]string{"python": tasks.RunnerPytest, "go": tasks.RunnerGoTest}[lang],
-		Family: tpl.family, Split: Split(id, tpl.family),
+		Family: tpl.family, Template: tpl.family + "/" + tpl.name, Split: Split(id, tpl.family),
 	}, nil
 }
 

@@ -42,6 +42,7 @@ func TestGenerateFamiliesAndSplits(t *testing.T) {
 		t.Fatal(err)
 	}
 	fams := map[string]int{}
+	templates := map[string]int{}
 	splits := map[string]int{}
 	langs := map[string]int{}
 	ids := map[string]bool{}
@@ -54,6 +55,10 @@ func TestGenerateFamiliesAndSplits(t *testing.T) {
 		}
 		ids[in.InstanceID] = true
 		fams[in.Family]++
+		templates[in.Template]++
+		if fam, _, ok := strings.Cut(in.Template, "/"); !ok || fam != in.Family {
+			t.Fatalf("%s: template %q of family %s", in.InstanceID, in.Template, in.Family)
+		}
 		splits[in.Split]++
 		langs[in.Language]++
 		if builtin.HeldoutFamilies[in.Family] != (in.Split == tasks.SplitHeldoutFamily) {
@@ -70,6 +75,9 @@ func TestGenerateFamiliesAndSplits(t *testing.T) {
 	}
 	if len(fams) != len(builtin.Families()) || len(fams) < 7 {
 		t.Fatalf("families %v", fams)
+	}
+	if len(templates) != 13 { // 30 instances cycle through all 13, each named once
+		t.Fatalf("templates %v, want 13 names", templates)
 	}
 	for _, s := range []string{tasks.SplitSFT, tasks.SplitTrain, tasks.SplitHeldout, tasks.SplitHeldoutFamily} {
 		if splits[s] == 0 {

@@ -81,10 +81,11 @@ type fn struct {
 	name         string  // snake_case
 }
 
-// template makes one bug of a family.
+// template makes one bug of a family. Its name is unique within the
+// family; family/name is the instance's Template.
 type template struct {
-	family string
-	gen    func(r *rand.Rand, name string) fn
+	family, name string
+	gen          func(r *rand.Rand, name string) fn
 }
 
 func randList(r *rand.Rand, n, lo, hi int) []int {
@@ -107,7 +108,7 @@ func sum(xs []int) int {
 // are held out whole.
 var templates = []template{
 	// wrong_operator
-	{"wrong_operator", func(r *rand.Rand, name string) fn {
+	{"wrong_operator", "sum", func(r *rand.Rand, name string) fn {
 		var cs []tcase
 		for range 3 {
 			l := randList(r, 2+r.IntN(3), 1, 20)
@@ -122,7 +123,7 @@ var templates = []template{
 			statement: "`{f}` should return the sum of the numbers it is given, but `{call}` does not return {want}.",
 		}
 	}},
-	{"wrong_operator", func(r *rand.Rand, name string) fn {
+	{"wrong_operator", "threshold", func(r *rand.Rand, name string) fn {
 		t := 10 + r.IntN(80)
 		src := func(op string) (string, string) {
 			return "def {f}(score):\n    return score " + op + " " + strconv.Itoa(t) + "\n",
@@ -137,7 +138,7 @@ var templates = []template{
 		}
 	}},
 	// off_by_one
-	{"off_by_one", func(r *rand.Rand, name string) fn {
+	{"off_by_one", "triangle", func(r *rand.Rand, name string) fn {
 		var cs []tcase
 		for _, n := range []int{1 + r.IntN(4), 5 + r.IntN(10), 20 + r.IntN(30)} {
 			cs = append(cs, tcase{[]val{n}, n * (n + 1) / 2})
@@ -151,7 +152,7 @@ var templates = []template{
 			statement: "`{f}(n)` should return 1 + 2 + ... + n, but `{call}` does not return {want}.",
 		}
 	}},
-	{"off_by_one", func(r *rand.Rand, name string) fn {
+	{"off_by_one", "between", func(r *rand.Rand, name string) fn {
 		lo := 1 + r.IntN(10)
 		hi := lo + 3 + r.IntN(10)
 		count := func(xs []int) int {
@@ -180,7 +181,7 @@ var templates = []template{
 		}
 	}},
 	// wrong_constant
-	{"wrong_constant", func(r *rand.Rand, name string) fn {
+	{"wrong_constant", "units", func(r *rand.Rand, name string) fn {
 		units := []struct {
 			from, to string
 			k        int
@@ -204,7 +205,7 @@ var templates = []template{
 			statement: fmt.Sprintf("`{f}` converts %s to %s, but the result is wrong: `{call}` should return {want}.", u.from, u.to),
 		}
 	}},
-	{"wrong_constant", func(r *rand.Rand, name string) fn {
+	{"wrong_constant", "fee", func(r *rand.Rand, name string) fn {
 		fee := 2 + r.IntN(20)
 		bad := fee + 1 + r.IntN(5)
 		var cs []tcase
@@ -222,7 +223,7 @@ var templates = []template{
 		}
 	}},
 	// missing_case
-	{"missing_case", func(r *rand.Rand, name string) fn {
+	{"missing_case", "sign", func(r *rand.Rand, name string) fn {
 		return fn{name: name,
 			py:        "def {f}(n):\n    if n < 0:\n        return \"negative\"\n    if n == 0:\n        return \"zero\"\n    return \"positive\"\n",
 			pyBug:     "def {f}(n):\n    if n < 0:\n        return \"negative\"\n    return \"positive\"\n",
@@ -233,7 +234,7 @@ var templates = []template{
 			statement: "`{f}` should classify a number as \"negative\", \"zero\" or \"positive\", but `{call}` does not return {want}.",
 		}
 	}},
-	{"missing_case", func(r *rand.Rand, name string) fn {
+	{"missing_case", "divide", func(r *rand.Rand, name string) fn {
 		a := 10 + r.IntN(90)
 		b := 1 + r.IntN(9)
 		return fn{name: name,
@@ -247,7 +248,7 @@ var templates = []template{
 		}
 	}},
 	// wrong_call
-	{"wrong_call", func(r *rand.Rand, name string) fn {
+	{"wrong_call", "scale", func(r *rand.Rand, name string) fn {
 		k := 2 + r.IntN(5)
 		x := 3 + r.IntN(20)
 		K := strconv.Itoa(k)
@@ -263,7 +264,7 @@ var templates = []template{
 			statement: fmt.Sprintf("`{f}(x)` should scale x up by %d and add 1, but `{call}` does not return {want}.", k),
 		}
 	}},
-	{"wrong_call", func(r *rand.Rand, name string) fn {
+	{"wrong_call", "upper", func(r *rand.Rand, name string) fn {
 		words := []string{"hello", "report", "alpha", "green", "matrix", "signal", "vector"}
 		w := words[r.IntN(len(words))]
 		return fn{name: name,
@@ -278,7 +279,7 @@ var templates = []template{
 		}
 	}},
 	// swapped_args (held out)
-	{"swapped_args", func(r *rand.Rand, name string) fn {
+	{"swapped_args", "difference", func(r *rand.Rand, name string) fn {
 		m := 2 + r.IntN(4)
 		a, b := 20+r.IntN(30), 1+r.IntN(15)
 		M := strconv.Itoa(m)
@@ -294,7 +295,7 @@ var templates = []template{
 			statement: fmt.Sprintf("`{f}(x, y)` should return (x - y) * %d, but `{call}` does not return {want}.", m),
 		}
 	}},
-	{"swapped_args", func(r *rand.Rand, name string) fn {
+	{"swapped_args", "power", func(r *rand.Rand, name string) fn {
 		e := 2 + r.IntN(2)
 		E := strconv.Itoa(e)
 		pow := func(b, e int) int {
@@ -318,7 +319,7 @@ var templates = []template{
 		}
 	}},
 	// negated_condition (held out)
-	{"negated_condition", func(r *rand.Rand, name string) fn {
+	{"negated_condition", "evens", func(r *rand.Rand, name string) fn {
 		var cs []tcase
 		for range 3 {
 			l := randList(r, 3+r.IntN(3), 1, 30)
