@@ -141,26 +141,26 @@ func (l *looper) varianceTasks(ctx context.Context, i, k int, pool []tasks.Insta
 // arm's first task in pool order not in used (an arm used up starts
 // again). It returns the tasks and the weights, described for the log.
 func drawByVariance(r *rand.Rand, pool []tasks.Instance, used map[string]bool, outcomes map[string][2]int, k int, byTemplate bool) ([]tasks.Instance, string) {
-	byFamily := map[string][]tasks.Instance{} // arm -> its tasks
-	counts := map[string][2]int{}             // arm -> completed, passed
-	var families []string
+	byArm := map[string][]tasks.Instance{} // arm -> its tasks
+	counts := map[string][2]int{}          // arm -> completed, passed
+	var arms []string
 	for _, in := range pool {
-		f := in.Family
+		a := in.Family
 		if byTemplate && in.Template != "" {
-			f = in.Template
+			a = in.Template
 		}
-		if _, ok := byFamily[f]; !ok {
-			families = append(families, f)
+		if _, ok := byArm[a]; !ok {
+			arms = append(arms, a)
 		}
-		byFamily[f] = append(byFamily[f], in)
-		o, c := outcomes[in.InstanceID], counts[f]
-		counts[f] = [2]int{c[0] + o[0], c[1] + o[1]}
+		byArm[a] = append(byArm[a], in)
+		o, c := outcomes[in.InstanceID], counts[a]
+		counts[a] = [2]int{c[0] + o[0], c[1] + o[1]}
 	}
-	sort.Strings(families)
-	weights := make([]float64, len(families))
+	sort.Strings(arms)
+	weights := make([]float64, len(arms))
 	var total float64
-	for n, f := range families {
-		p := float64(counts[f][1]+1) / float64(counts[f][0]+2)
+	for n, a := range arms {
+		p := float64(counts[a][1]+1) / float64(counts[a][0]+2)
 		weights[n] = p * (1 - p)
 		total += weights[n]
 	}
@@ -168,32 +168,32 @@ func drawByVariance(r *rand.Rand, pool []tasks.Instance, used map[string]bool, o
 	if used == nil {
 		used = map[string]bool{}
 	}
-	next := map[string]int{} // family -> cursor into byFamily
+	next := map[string]int{} // arm -> cursor into byArm
 	var out []tasks.Instance
-	for len(families) > 0 && len(out) < k {
+	for len(arms) > 0 && len(out) < k {
 		x, n := r.Float64()*total, 0
-		for n < len(families)-1 && x >= weights[n] {
+		for n < len(arms)-1 && x >= weights[n] {
 			x -= weights[n]
 			n++
 		}
-		f := families[n]
-		list := byFamily[f]
-		for next[f] < len(list) && used[list[next[f]].InstanceID] {
-			next[f]++
+		a := arms[n]
+		list := byArm[a]
+		for next[a] < len(list) && used[list[next[a]].InstanceID] {
+			next[a]++
 		}
-		if next[f] == len(list) { // the family is used up: start it again
-			next[f] = 0
+		if next[a] == len(list) { // the arm is used up: start it again
+			next[a] = 0
 			for _, in := range list {
 				delete(used, in.InstanceID)
 			}
 		}
-		in := list[next[f]]
+		in := list[next[a]]
 		used[in.InstanceID] = true
 		out = append(out, in)
 	}
-	desc := make([]string, len(families))
-	for n, f := range families {
-		desc[n] = fmt.Sprintf("%s %.2f (%d/%d)", f, weights[n]/total, counts[f][1], counts[f][0])
+	desc := make([]string, len(arms))
+	for n, a := range arms {
+		desc[n] = fmt.Sprintf("%s %.2f (%d/%d)", a, weights[n]/total, counts[a][1], counts[a][0])
 	}
 	return out, strings.Join(desc, ", ")
 }

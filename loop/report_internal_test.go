@@ -43,7 +43,8 @@ func TestTableByFamily(t *testing.T) {
 			t.Errorf("table has no line %q:\n%s", want, table)
 		}
 	}
-	// Without templates (a suite of an older generator) there is no such line.
+	// Tasks without a template (a suite of an older generator) count under
+	// "", which eval takes for no by-template view.
 	ins = pool(2, "a", "b")
 	for i := range ins {
 		ins[i].Template = ""
