@@ -53,9 +53,9 @@ func TestResultsScripts(t *testing.T) {
 	fileRE := regexp.MustCompile(`(?m)^diff --git a/(\S+) b/`)
 
 	// One rollout per task, of a kind by task index mod 4: 0 the fix on
-	// the right file, applied and passed; 1 the fix on a file of another
-	// name, failed; 2 no edit; 3 masked (an infrastructure failure: not
-	// counted).
+	// the right file, applied and passed; 1 a view of the right file, then
+	// the fix on a file of another name, failed; 2 no edit; 3 masked (an
+	// infrastructure failure: not counted).
 	header := func(table string) []string {
 		b, err := os.ReadFile(filepath.Join("testdata", "export", table+".csv.golden"))
 		if err != nil {
@@ -93,7 +93,10 @@ func TestResultsScripts(t *testing.T) {
 			}
 		}
 		path := fileRE.FindStringSubmatch(tk.Patch)[1]
-		if kind == 1 {
+		if kind == 1 { // views the right file, edits another
+			view, _ := json.Marshal(map[string]string{"path": path})
+			steps = append(steps, row(stepCols, map[string]string{"run_id": "fix", "rollout_id": id, "turn": "0",
+				"tool_name": "view_file", "arguments": string(view), "exit_code": "0"}))
 			path = "other_" + path
 		}
 		args, _ := json.Marshal(map[string]string{"path": path, "old_str": "x", "new_str": strings.Join(added, "\n    ")})
@@ -147,8 +150,9 @@ func TestResultsScripts(t *testing.T) {
 	for tmpl, w := range want {
 		n := w.rollouts
 		rate := func(k int) string { return fmt.Sprintf("%d (%.2f)", k, float64(k)/float64(n)) }
-		// rollouts, other, file, applied, fix, passed
-		line := fmt.Sprintf("| %s | %d | %s | %s | %s | %s | %s |", tmpl, n, rate(w.other), rate(w.file), rate(w.file), rate(w.fix), rate(w.file))
+		// rollouts, viewed, other, other and viewed, file, applied, fix, passed
+		line := fmt.Sprintf("| %s | %d | %s | %s | %s | %s | %s | %s | %s |", tmpl, n,
+			rate(w.other), rate(w.other), rate(w.other), rate(w.file), rate(w.file), rate(w.fix), rate(w.file))
 		if !strings.Contains(edits, line+"\n") {
 			t.Errorf("edits.py: no line %q in\n%s", line, edits)
 		}

@@ -9,7 +9,9 @@ rollouts and steps tables (`legorl export --table rollouts|steps --format
 csv`). For each (run, policy version) and template, of the completed
 rollouts, it counts those that
 
-  other   called str_replace, but never on the file the gold patch changes,
+  viewed  called view_file on the file the gold patch changes,
+  other   called str_replace, but never on that file,
+  o+v     of those, the ones that had viewed that file,
   file    called str_replace on that file,
   applied had such a call succeed (its old_str is in the file once),
   fix     wrote, in some str_replace's new_str, every line the gold patch adds,
@@ -35,14 +37,20 @@ for line in open(sys.argv[1]):
              if l.startswith("+") and not l.startswith("+++") and l[1:].strip()]
     suite[t["instance_id"]] = (t.get("template") or t.get("family", "") + "/?", m.group(1) if m else "", added)
 
-STAGES = ("other", "file", "applied", "fix", "passed")
+STAGES = ("viewed", "other", "o+v", "file", "applied", "fix", "passed")
 cells = collections.defaultdict(lambda: collections.Counter())  # (template, column) -> stage -> count
 columns = []
 for rpath, spath in zip(sys.argv[2::2], sys.argv[3::2]):
     steps = collections.defaultdict(list)
+    views = collections.defaultdict(set)
     for s in csv.DictReader(open(spath)):
         if "tool_name" not in s:
             sys.exit(f"edits.py: {spath}: not a steps table (no tool_name column)")
+        if s["tool_name"] == "view_file":
+            try:
+                views[s["rollout_id"]].add(json.loads(s["arguments"]).get("path"))
+            except ValueError:
+                pass
         if s["tool_name"] != "str_replace":
             continue
         try:
@@ -65,7 +73,10 @@ for rpath, spath in zip(sys.argv[2::2], sys.argv[3::2]):
         c["rollouts"] += 1
         calls = steps[r["rollout_id"]]
         on_file = [ok for a, ok in calls if a.get("path") == path]
+        viewed = path in views[r["rollout_id"]]
+        c["viewed"] += viewed
         c["other"] += bool(calls) and not on_file
+        c["o+v"] += bool(calls) and not on_file and viewed
         c["file"] += bool(on_file)
         c["applied"] += any(on_file)
         c["fix"] += any(all(l in str(a.get("new_str", "")) for l in added) for a, _ in calls)
