@@ -144,6 +144,14 @@ func TestResultsScripts(t *testing.T) {
 	}
 	edits := runPy("../../scripts/results/edits.py", filepath.Join(suite, "tasks.jsonl"), rp, sp)
 	templ := runPy("../../scripts/results/templates.py", filepath.Join(suite, "tasks.jsonl"), rp)
+	// A file that is not there: one line naming it, no traceback.
+	for _, script := range []string{"edits.py", "templates.py"} {
+		missing := filepath.Join(dir, "missing.csv")
+		out, err := exec.Command(python, "../../scripts/results/"+script, filepath.Join(suite, "tasks.jsonl"), missing, sp).CombinedOutput()
+		if err == nil || strings.Count(string(out), "\n") != 1 || !strings.Contains(string(out), missing) {
+			t.Errorf("%s with a missing table: %v, %q; want one line naming %s", script, err, out, missing)
+		}
+	}
 	if len(want) != 13 {
 		t.Fatalf("%d templates in the suite, want 13", len(want))
 	}

@@ -17,7 +17,7 @@ rollouts, it counts those that
   fix     wrote, in some str_replace's new_str, every line the gold patch adds,
   passed  passed the hidden tests.
 
-A template solved never can fail at any of these steps: this says which
+A template that is never solved can fail at any of these steps: this says which
 (no edit, the wrong file, an old_str not in the file, or a new_str with other
 numbers or names than the task's).
 """
@@ -30,12 +30,36 @@ import sys
 if len(sys.argv) < 4 or len(sys.argv) % 2:
     sys.exit("usage: edits.py SUITE ROLLOUTS.csv STEPS.csv [ROLLOUTS.csv STEPS.csv]...")
 suite = {}
-for line in open(sys.argv[1]):
+try:
+    lines = open(sys.argv[1]).read().splitlines()
+except OSError as e:
+    sys.exit(f"edits.py: {sys.argv[1]}: {e.strerror}")
+for line in lines:
     t = json.loads(line)
     m = re.search(r"^diff --git a/(\S+) b/", t["patch"], re.M)
     added = [l[1:].strip() for l in t["patch"].splitlines()
              if l.startswith("+") and not l.startswith("+++") and l[1:].strip()]
     suite[t["instance_id"]] = (t.get("template") or t.get("family", "") + "/?", m.group(1) if m else "", added)
+
+
+
+def table(path):
+    """The rows of a CSV table, or a one-line exit naming the file."""
+    try:
+        with open(path, newline="") as f:
+            return list(csv.DictReader(f))
+    except OSError as e:
+        sys.exit(f"edits.py: {path}: {e.strerror}")
+
+
+def arguments(s):
+    """A step's tool arguments as a dict; {} when they do not parse as a JSON object."""
+    try:
+        a = json.loads(s["arguments"])
+    except ValueError:
+        return {}
+    return a if isinstance(a, dict) else {}
+
 
 STAGES = ("viewed", "other", "o+v", "file", "applied", "fix", "passed")
 cells = collections.defaultdict(lambda: collections.Counter())  # (template, column) -> stage -> count
@@ -43,22 +67,15 @@ columns = []
 for rpath, spath in zip(sys.argv[2::2], sys.argv[3::2]):
     steps = collections.defaultdict(list)
     views = collections.defaultdict(set)
-    for s in csv.DictReader(open(spath)):
+    for s in table(spath):
         if "tool_name" not in s:
             sys.exit(f"edits.py: {spath}: not a steps table (no tool_name column)")
         if s["tool_name"] == "view_file":
-            try:
-                views[s["rollout_id"]].add(json.loads(s["arguments"]).get("path"))
-            except ValueError:
-                pass
-        if s["tool_name"] != "str_replace":
-            continue
-        try:
-            a = json.loads(s["arguments"])
-        except ValueError:
-            continue  # arguments that do not parse: the call failed, counts for nothing
-        steps[s["rollout_id"]].append((a, s["exit_code"] == "0"))
-    for r in csv.DictReader(open(rpath)):
+            views[s["rollout_id"]].add(arguments(s).get("path"))
+        elif s["tool_name"] == "str_replace":
+            # arguments that do not parse name no file: the call failed
+            steps[s["rollout_id"]].append((arguments(s), s["exit_code"] == "0"))
+    for r in table(rpath):
         if "reward" not in r:
             sys.exit(f"edits.py: {rpath}: not a rollouts table (no reward column)")
         if r["status"] != "completed":

@@ -15,6 +15,7 @@ the same n and seed: instance ids, and so the join, are the same.
 import argparse
 import collections
 import csv
+import io
 import json
 import sys
 
@@ -23,14 +24,25 @@ ap.add_argument("--per-run", action="store_true", help="one column per run, not 
 ap.add_argument("suite", help="the suite's tasks.jsonl")
 ap.add_argument("rollouts", nargs="+", help="rollouts tables as CSV (legorl export)")
 args = ap.parse_args()
+
+
+def read(path):
+    """A file's text, or a one-line exit naming it."""
+    try:
+        with open(path, newline="") as f:
+            return f.read()
+    except OSError as e:
+        sys.exit(f"templates.py: {path}: {e.strerror}")
+
+
 template = {}
-for line in open(args.suite):
+for line in read(args.suite).splitlines():
     t = json.loads(line)
     template[t["instance_id"]] = t.get("template") or t.get("family", "") + "/?"
 cells = collections.defaultdict(lambda: [0, 0])  # (template, column) -> passed, rollouts
 columns = []
 for path in args.rollouts:
-    for r in csv.DictReader(open(path)):
+    for r in csv.DictReader(io.StringIO(read(path))):
         if r["status"] != "completed":
             continue  # masked: an environment failure, not scored
         if r["task_id"] not in template:
