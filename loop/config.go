@@ -129,15 +129,19 @@ type Init struct {
 type RL struct {
 	// TasksPerIteration is K: each iteration rolls out K tasks of the
 	// train split it has not rolled out before (a seeded order of the
-	// pool, walked in turn; past its end the order starts again, and the
-	// loop says so). SFT never sees them: its demonstrations come from the
-	// sft split. Defaults to 0: every train task, every iteration.
+	// pool, walked in turn; past its end the order starts again). Once
+	// tasks repeat, the loop says so and the summary counts them per
+	// iteration (repeated_tasks): a policy can learn repeated tasks rather
+	// than the skill, and under rl.select the arms drawn most run out
+	// first, so size builtin.n for K x iterations in those arms. SFT never
+	// sees them: its demonstrations come from the sft split. Defaults to
+	// 0: every train task, every iteration.
 	TasksPerIteration int `json:"tasks_per_iteration,omitempty"`
 	// Select is how an iteration's K tasks are chosen: "order" (the
 	// default) walks the pool's seeded order; "variance" draws each task's
 	// family with weight p(1-p), p the family's pass rate over the earlier
 	// iterations' rollouts (a Beta(1,1) prior), then takes the family's next
-	// unused task. Groups whose rewards are all equal give no gradient; a
+	// unused task (a family used up starts again: its tasks repeat). Groups whose rewards are all equal give no gradient; a
 	// family near 0.5 gives the most (variance-based task selection, arXiv
 	// 2504.03380). "template_variance" is the same with each task's
 	// template (Instance.Template) in place of its family, where tasks

@@ -139,6 +139,9 @@ type IterationResult struct {
 	Trained       int     `json:"trained"`       // segments that carried loss
 	ZeroVariance  int     `json:"zero_variance"` // groups without a gradient
 	Groups        int     `json:"groups"`        // groups the update saw
+	// Repeated counts the iteration's tasks that earlier iterations rolled
+	// out already (rl.tasks_per_iteration > 0): 0 while every task is fresh.
+	Repeated int `json:"repeated_tasks,omitempty"`
 	// ZeroVarianceFrac is ZeroVariance / Groups: the share of tasks that
 	// taught nothing (all solved or all failed).
 	ZeroVarianceFrac float64 `json:"zero_variance_fraction"`
@@ -385,6 +388,9 @@ func (l *looper) iteration(ctx context.Context, i int) (IterationResult, error) 
 			return it, fmt.Errorf("resume: %w", err)
 		}
 		it.fromReport(rep)
+		if it.Repeated, err = l.repeatedTasks(i); err != nil {
+			return it, fmt.Errorf("resume: %w", err)
+		}
 		lin, err := trainer.ReadLineage(next)
 		if err != nil {
 			return it, fmt.Errorf("iteration %d: resume: %w", i, err)
@@ -410,10 +416,10 @@ func (l *looper) iteration(ctx context.Context, i int) (IterationResult, error) 
 	start := time.Now()
 	rc := l.rolloutConfig(i, pol, version, cfg.Harness, transforms.Stage, cfg.Group, "")
 	taskPath, n := l.suite, l.countTasks(trainSplit)
-	if f, err := l.iterationTasks(ctx, i); err != nil {
+	if f, repeated, err := l.iterationTasks(ctx, i); err != nil {
 		return it, err
 	} else if f != "" {
-		taskPath, n = f, cfg.RL.TasksPerIteration
+		taskPath, n, it.Repeated = f, cfg.RL.TasksPerIteration, repeated
 	}
 	l.logf("iteration %d: rollouts of policy v%d on %d tasks of the training split (G=%d)", i, version, n, cfg.Group)
 	done := l.onPipeline(rc, n)

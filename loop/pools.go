@@ -70,49 +70,95 @@ func (l *looper) rlPool() ([]tasks.Instance, error) {
 }
 
 // iterationTasks is the task file of iteration i: K fresh tasks of the RL
-// pool, or "" for the whole suite (K = 0).
-func (l *looper) iterationTasks(ctx context.Context, i int) (string, error) {
+// pool, or "" for the whole suite (K = 0), and how many of them earlier
+// iterations rolled out already. Tasks repeat once the pool, or under
+// rl.select the pool's tasks of the arms drawn, are used up; a policy
+// trained on repeats can learn those tasks rather than the skill, so the
+// loop says so, and the summary counts them per iteration.
+func (l *looper) iterationTasks(ctx context.Context, i int) (string, int, error) {
 	k := l.cfg.RL.TasksPerIteration
 	if k == 0 {
-		return "", nil
+		return "", 0, nil
 	}
 	pool, err := l.iterationPool()
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if len(pool) == 0 {
-		return "", fmt.Errorf("%w: rl.tasks_per_iteration %d: the suite has no train task", ErrConfig, k)
+		return "", 0, fmt.Errorf("%w: rl.tasks_per_iteration %d: the suite has no train task", ErrConfig, k)
 	}
-	if (i+1)*k > len(pool) {
-		l.logf("iteration %d: the RL pool's %d tasks are used up (K = %d): tasks repeat from here", i, len(pool), k)
+	used, err := l.usedTasks(i)
+	if err != nil {
+		return "", 0, err
 	}
 	var ins []tasks.Instance
 	if l.cfg.RL.Select == SelectVariance || l.cfg.RL.Select == SelectTemplateVariance {
-		if ins, err = l.varianceTasks(ctx, i, k, pool); err != nil {
-			return "", err
+		if ins, err = l.varianceTasks(ctx, i, k, pool, used); err != nil {
+			return "", 0, err
 		}
 	} else {
 		for j := range k {
 			ins = append(ins, pool[(i*k+j)%len(pool)])
 		}
 	}
-	return l.taskFile(fmt.Sprintf("rl-iter-%06d", i), ins)
+	repeated := countUsed(used, ins)
+	if repeated > 0 {
+		l.logf("iteration %d: %d of its %d tasks were rolled out by earlier iterations: the RL pool (%d tasks) or, under rl.select, its tasks of the arms drawn are used up (a larger builtin.n gives more)", i, repeated, k, len(pool))
+	}
+	path, err := l.taskFile(fmt.Sprintf("rl-iter-%06d", i), ins)
+	return path, repeated, err
 }
 
-// varianceTasks draws iteration i's k tasks by drawByVariance, with the
-// outcomes and tasks of iterations 0..i-1 read back from their reports and
-// task files (so a resumed run draws the same tasks), seeded by the run and i.
-func (l *looper) varianceTasks(ctx context.Context, i, k int, pool []tasks.Instance) ([]tasks.Instance, error) {
+// repeatedTasks counts the tasks of iteration i's task file that earlier
+// iterations rolled out: what iterationTasks said when it wrote the file.
+func (l *looper) repeatedTasks(i int) (int, error) {
+	if l.cfg.RL.TasksPerIteration == 0 {
+		return 0, nil
+	}
+	used, err := l.usedTasks(i)
+	if err != nil {
+		return 0, err
+	}
+	cur, err := tasks.Load(filepath.Join(l.cfg.WorkDir, "pools", fmt.Sprintf("rl-iter-%06d.jsonl", i)))
+	if err != nil {
+		return 0, fmt.Errorf("iteration %d's tasks: %w", i, err)
+	}
+	return countUsed(used, cur.Instances), nil
+}
+
+func countUsed(used map[string]bool, ins []tasks.Instance) int {
+	n := 0
+	for _, in := range ins {
+		if used[in.InstanceID] {
+			n++
+		}
+	}
+	return n
+}
+
+// usedTasks is the set of tasks iterations 0..i-1 rolled out, read back
+// from their task files (so a resumed run counts the same).
+func (l *looper) usedTasks(i int) (map[string]bool, error) {
 	used := map[string]bool{}
-	outcomes := map[string][2]int{} // task id -> completed, passed
 	for j := 0; j < i; j++ {
 		prev, err := tasks.Load(filepath.Join(l.cfg.WorkDir, "pools", fmt.Sprintf("rl-iter-%06d.jsonl", j)))
 		if err != nil {
-			return nil, fmt.Errorf("rl.select %s: iteration %d's tasks: %w", l.cfg.RL.Select, j, err)
+			return nil, fmt.Errorf("iteration %d's tasks: %w", j, err)
 		}
 		for _, in := range prev.Instances {
 			used[in.InstanceID] = true
 		}
+	}
+	return used, nil
+}
+
+// varianceTasks draws iteration i's k tasks by drawByVariance, with the
+// tasks of iterations 0..i-1 (used) and their outcomes read back from
+// their reports (so a resumed run draws the same tasks), seeded by the run
+// and i.
+func (l *looper) varianceTasks(ctx context.Context, i, k int, pool []tasks.Instance, used map[string]bool) ([]tasks.Instance, error) {
+	outcomes := map[string][2]int{} // task id -> completed, passed
+	for j := 0; j < i; j++ {
 		rep, err := l.iterationReport(ctx, j)
 		if err != nil {
 			return nil, fmt.Errorf("rl.select %s: %w", l.cfg.RL.Select, err)

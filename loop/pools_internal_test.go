@@ -1,11 +1,16 @@
 package loop
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/legorl/legorl/tasks"
+	"github.com/legorl/legorl/tasks/builtin"
 )
 
 // pool makes n tasks of each family, interleaved: a-0, b-0, a-1, b-1, ...;
@@ -149,5 +154,41 @@ func TestKeeper(t *testing.T) {
 				t.Errorf("kept %d (%.2f), stop after probe %d; want %d (%.2f), %d", k.at, k.best, stopAt, tc.at, tc.best, tc.stopAt)
 			}
 		})
+	}
+}
+
+// TestIterationTasksCountsRepeats: once the RL pool is used up, an
+// iteration's tasks repeat earlier ones; iterationTasks counts them, says
+// so in the log, and repeatedTasks (what a resumed run reads back from the
+// task files) counts the same.
+func TestIterationTasksCountsRepeats(t *testing.T) {
+	dir := t.TempDir()
+	ins, err := builtin.Generate(context.Background(), filepath.Join(dir, "suite"), builtin.Options{N: 40, Seed: 1, Languages: []string{"python"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	l := &looper{cfg: Config{Run: "r", WorkDir: dir, Builtin: Builtin{Seed: 1}, RL: RL{TasksPerIteration: 4}},
+		o: Options{Log: &log}, instances: ins}
+	pool, err := l.iterationPool()
+	if err != nil || len(pool) < 5 {
+		t.Fatalf("pool of %d tasks: %v", len(pool), err)
+	}
+	for i := range 2*len(pool)/4 + 1 {
+		log.Reset()
+		_, got, err := l.iterationTasks(context.Background(), i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := min(4, max(0, (i+1)*4-len(pool))) // order: walks the pool, then starts again
+		if got != want {
+			t.Errorf("iteration %d: %d repeated tasks, want %d", i, got, want)
+		}
+		if again, err := l.repeatedTasks(i); err != nil || again != got {
+			t.Errorf("iteration %d: repeatedTasks %d, %v; iterationTasks said %d", i, again, err, got)
+		}
+		if said := strings.Contains(log.String(), "were rolled out by earlier iterations"); said != (want > 0) {
+			t.Errorf("iteration %d (%d repeated): log %q", i, want, log.String())
+		}
 	}
 }

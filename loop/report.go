@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/legorl/legorl/loop/stats"
@@ -128,13 +129,19 @@ func (r *Result) Table() string {
 		}
 	}
 	if len(r.Iterations) > 0 {
-		var rates, zv []string
+		var rates, zv, rep []string
+		repeats := false
 		for _, it := range r.Iterations {
 			rates = append(rates, fmt.Sprintf("%.3f", it.PassRate))
 			zv = append(zv, fmt.Sprintf("%.2f", it.ZeroVarianceFrac))
+			rep = append(rep, strconv.Itoa(it.Repeated))
+			repeats = repeats || it.Repeated > 0
 		}
 		fmt.Fprintf(&b, "pass rate on the training tasks, by iteration: %s\n", strings.Join(rates, ", "))
 		fmt.Fprintf(&b, "groups without reward variance, by iteration: %s\n", strings.Join(zv, ", "))
+		if repeats {
+			fmt.Fprintf(&b, "training tasks rolled out by an earlier iteration, by iteration: %s\n", strings.Join(rep, ", "))
+		}
 	}
 	if len(r.Probes) > 0 {
 		var ps []string

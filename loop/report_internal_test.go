@@ -54,6 +54,21 @@ func TestTableByFamily(t *testing.T) {
 	}
 }
 
+// TestTableRepeatedTasks: the table names, per iteration, the training
+// tasks an earlier iteration rolled out, and only when there were some.
+func TestTableRepeatedTasks(t *testing.T) {
+	const line = "training tasks rolled out by an earlier iteration, by iteration: "
+	evals := []EvalResult{{PolicyVersion: 1}, {PolicyVersion: 3}} // the table is of a run with evals
+	fresh := &Result{Evals: evals, Iterations: []IterationResult{{Iteration: 0}, {Iteration: 1}}}
+	if table := fresh.Table(); table == "" || strings.Contains(table, line) {
+		t.Errorf("every task fresh, yet the table says:\n%s", table)
+	}
+	used := &Result{Evals: evals, Iterations: []IterationResult{{Iteration: 0}, {Iteration: 1, Repeated: 3}, {Iteration: 2, Repeated: 32}}}
+	if table := used.Table(); !strings.Contains(table, line+"0, 3, 32\n") {
+		t.Errorf("no line %q in:\n%s", line+"0, 3, 32", table)
+	}
+}
+
 // TestTableMasked: an eval whose rollouts were masked (environment
 // failures) is named under the table with how many tasks the paired
 // difference then covers; a clean comparison prints no warning.

@@ -9,12 +9,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
 
-// TestResultsScripts runs scripts/results/templates.py and edits.py, which
-// make the by-template tables of docs/results, over a generated built-in
+// TestResultsScripts runs scripts/results/templates.py, edits.py and
+// repeats.py, which make the by-template and repeated-task tables of
+// docs/results, over a generated built-in
 // suite and rollouts and steps tables written with the exporter's column
 // names (the header lines of the export golden files). Each task gets one
 // rollout of a known kind, so every count the scripts print is known.
@@ -145,11 +147,30 @@ func TestResultsScripts(t *testing.T) {
 	edits := runPy("../../scripts/results/edits.py", filepath.Join(suite, "tasks.jsonl"), rp, sp)
 	templ := runPy("../../scripts/results/templates.py", filepath.Join(suite, "tasks.jsonl"), rp)
 	// A file that is not there: one line naming it, no traceback.
-	for _, script := range []string{"edits.py", "templates.py"} {
-		missing := filepath.Join(dir, "missing.csv")
-		out, err := exec.Command(python, "../../scripts/results/"+script, filepath.Join(suite, "tasks.jsonl"), missing, sp).CombinedOutput()
+	missing := filepath.Join(dir, "missing.csv")
+	for script, args := range map[string][]string{
+		"edits.py":     {filepath.Join(suite, "tasks.jsonl"), missing, sp},
+		"templates.py": {filepath.Join(suite, "tasks.jsonl"), missing},
+		"repeats.py":   {missing},
+	} {
+		out, err := exec.Command(python, append([]string{"../../scripts/results/" + script}, args...)...).CombinedOutput()
 		if err == nil || strings.Count(string(out), "\n") != 1 || !strings.Contains(string(out), missing) {
 			t.Errorf("%s with a missing table: %v, %q; want one line naming %s", script, err, out, missing)
+		}
+	}
+	// repeats.py: iteration 0 rolls out a and b, 1 b and c, 2 a and c.
+	var rl [][]string
+	for i, ids := range [][]string{{"a", "b"}, {"b", "c"}, {"a", "c"}} {
+		for _, id := range ids {
+			for range 2 { // G = 2: a task's rollouts count once
+				rl = append(rl, row(rolloutCols, map[string]string{"run_id": "rl", "iteration": strconv.Itoa(i), "task_id": id, "status": "completed", "reward": "0"}))
+			}
+		}
+	}
+	repeats := runPy("../../scripts/results/repeats.py", write("rl.csv", rolloutCols, rl))
+	for _, line := range []string{"| 0 | 2 | 2 | 0 | 2 |\n", "| 1 | 2 | 1 | 1 | 3 |\n", "| 2 | 2 | 0 | 2 | 3 |\n"} {
+		if !strings.Contains(repeats, line) {
+			t.Errorf("repeats.py: no line %q in\n%s", line, repeats)
 		}
 	}
 	if len(want) != 13 {
