@@ -141,9 +141,9 @@ type RL struct {
 	// default) walks the pool's seeded order; "variance" draws each task's
 	// family with weight p(1-p), p the family's pass rate over the earlier
 	// iterations' rollouts (a Beta(1,1) prior), then takes the family's next
-	// unused task (a family used up starts again: its tasks repeat). Groups whose rewards are all equal give no gradient; a
-	// family near 0.5 gives the most (variance-based task selection, arXiv
-	// 2504.03380). "template_variance" is the same with each task's
+	// unused task (a family used up starts again: its tasks repeat).
+	// Groups whose rewards are all equal give no gradient; a family near
+	// 0.5 gives the most (variance-based task selection, arXiv 2504.03380). "template_variance" is the same with each task's
 	// template (Instance.Template) in place of its family, where tasks
 	// have one: a family whose templates the policy either always or never
 	// solves looks like one near 0.5, and only the finer arm sees that its

@@ -105,9 +105,13 @@ func (l *looper) iterationTasks(ctx context.Context, i int) (string, int, error)
 	if repeated > 0 {
 		l.logf("iteration %d: %d of its %d tasks were rolled out by earlier iterations: the RL pool (%d tasks) or, under rl.select, its tasks of the arms drawn are used up (a larger builtin.n gives more)", i, repeated, k, len(pool))
 	}
-	path, err := l.taskFile(fmt.Sprintf("rl-iter-%06d", i), ins)
+	path, err := l.taskFile(iterationTaskFile(i), ins)
 	return path, repeated, err
 }
+
+// iterationTaskFile names iteration i's task file under WorkDir/pools
+// (taskFile adds .jsonl).
+func iterationTaskFile(i int) string { return fmt.Sprintf("rl-iter-%06d", i) }
 
 // repeatedTasks counts the tasks of iteration i's task file that earlier
 // iterations rolled out: what iterationTasks said when it wrote the file.
@@ -119,7 +123,7 @@ func (l *looper) repeatedTasks(i int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	cur, err := tasks.Load(filepath.Join(l.cfg.WorkDir, "pools", fmt.Sprintf("rl-iter-%06d.jsonl", i)))
+	cur, err := tasks.Load(filepath.Join(l.cfg.WorkDir, "pools", iterationTaskFile(i)+".jsonl"))
 	if err != nil {
 		return 0, fmt.Errorf("iteration %d's tasks: %w", i, err)
 	}
@@ -141,7 +145,7 @@ func countUsed(used map[string]bool, ins []tasks.Instance) int {
 func (l *looper) usedTasks(i int) (map[string]bool, error) {
 	used := map[string]bool{}
 	for j := 0; j < i; j++ {
-		prev, err := tasks.Load(filepath.Join(l.cfg.WorkDir, "pools", fmt.Sprintf("rl-iter-%06d.jsonl", j)))
+		prev, err := tasks.Load(filepath.Join(l.cfg.WorkDir, "pools", iterationTaskFile(j)+".jsonl"))
 		if err != nil {
 			return nil, fmt.Errorf("iteration %d's tasks: %w", j, err)
 		}
