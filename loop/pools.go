@@ -113,6 +113,11 @@ func (l *looper) iterationTasks(ctx context.Context, i int) (string, int, error)
 // (taskFile adds .jsonl).
 func iterationTaskFile(i int) string { return fmt.Sprintf("rl-iter-%06d", i) }
 
+// iterationTaskPath is the path of iteration i's task file.
+func (l *looper) iterationTaskPath(i int) string {
+	return filepath.Join(l.cfg.WorkDir, "pools", iterationTaskFile(i)+".jsonl")
+}
+
 // repeatedTasks counts the tasks of iteration i's task file that earlier
 // iterations rolled out: what iterationTasks said when it wrote the file.
 func (l *looper) repeatedTasks(i int) (int, error) {
@@ -123,7 +128,7 @@ func (l *looper) repeatedTasks(i int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	cur, err := tasks.Load(filepath.Join(l.cfg.WorkDir, "pools", iterationTaskFile(i)+".jsonl"))
+	cur, err := tasks.Load(l.iterationTaskPath(i))
 	if err != nil {
 		return 0, fmt.Errorf("iteration %d's tasks: %w", i, err)
 	}
@@ -145,7 +150,7 @@ func countUsed(used map[string]bool, ins []tasks.Instance) int {
 func (l *looper) usedTasks(i int) (map[string]bool, error) {
 	used := map[string]bool{}
 	for j := 0; j < i; j++ {
-		prev, err := tasks.Load(filepath.Join(l.cfg.WorkDir, "pools", iterationTaskFile(j)+".jsonl"))
+		prev, err := tasks.Load(l.iterationTaskPath(j))
 		if err != nil {
 			return nil, fmt.Errorf("iteration %d's tasks: %w", j, err)
 		}
