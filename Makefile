@@ -44,8 +44,10 @@ demo: build pytest-ref ## the main job on embedded defaults: 6 RL iterations of 
 # The starter checkpoints (policy/starter): the SFT stage of a results
 # config, committed so RL runs and the demo start from it ("policy":
 # "starter:NAME"). bash-sft is the SFT of docs/results/bash-pools.json,
-# bash-sed that of docs/results/bash-sed.json. `make starter
-# [STARTER=NAME]` runs that SFT again (about 40 min on 2 cores) and checks
+# bash-sed that of docs/results/bash-sed.json, tools-sft that of
+# docs/results/tools-raft.json, pi-sft that of docs/results/pi-raft-lr3.json
+# (it needs Node.js). `make starter [STARTER=NAME]` runs that SFT again
+# (40-60 min on 2 cores) and checks
 # the bytes against policy/starter/NAME.sha256: the CPU backend's SFT is
 # deterministic for a given binary and CPU feature set (AVX-512 or not); a
 # mismatch installs nothing and says so. It runs under the config's own run
@@ -54,8 +56,9 @@ STARTER ?= bash-sft
 STARTER_CONFIG_bash-sft := docs/results/bash-pools.json
 STARTER_CONFIG_bash-sed := docs/results/bash-sed.json
 STARTER_CONFIG_tools-sft := docs/results/tools-raft.json
-starter: build ## remake a committed starter checkpoint (STARTER=bash-sft, bash-sed or tools-sft: the SFT of its results config) and check its sha256
-	@test -n "$(STARTER_CONFIG_$(STARTER))" || { echo "starter: STARTER=$(STARTER): no such starter (bash-sft, bash-sed, tools-sft)" >&2; exit 2; }
+STARTER_CONFIG_pi-sft := docs/results/pi-raft-lr3.json
+starter: build ## remake a committed starter checkpoint (STARTER=bash-sft, bash-sed, tools-sft or pi-sft: the SFT of its results config) and check its sha256
+	@test -n "$(STARTER_CONFIG_$(STARTER))" || { echo "starter: STARTER=$(STARTER): no such starter (bash-sft, bash-sed, tools-sft, pi-sft)" >&2; exit 2; }
 	rm -rf legorl-work/starter-$(STARTER)
 	$(BIN)/legorl run --config $(STARTER_CONFIG_$(STARTER)) --work legorl-work/starter-$(STARTER) \
 		--store file://$(CURDIR)/legorl-work/starter-$(STARTER)/store --prepare-only

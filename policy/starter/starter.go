@@ -22,6 +22,13 @@
 // sft split of a 6,000-instance suite, seed 1, probe band [0.25, 0.5]
 // (reached after 6 epochs, loss 0.046). `make starter STARTER=tools-sft`
 // remakes it.
+//
+// pi-sft is the SFT stage of docs/results/pi-raft-lr3.json: the same model
+// warm-started on the real pi program's demonstrations (pi's own system
+// prompt and tool schemas, its clock pinned) of the sft split of a
+// 3,000-instance suite, seed 1, probe band [0.25, 0.5] (reached after
+// 10 epochs, loss 0.038). `make starter STARTER=pi-sft` remakes it (it
+// needs Node.js, and installs the pinned pi package).
 package starter
 
 import (
@@ -42,6 +49,7 @@ import (
 //go:embed bash-sft/config.json bash-sft/model.safetensors bash-sft/tokenizer.json bash-sft/lineage.json bash-sft.sha256
 //go:embed bash-sed/config.json bash-sed/model.safetensors bash-sed/tokenizer.json bash-sed/lineage.json bash-sed.sha256
 //go:embed tools-sft/config.json tools-sft/model.safetensors tools-sft/tokenizer.json tools-sft/lineage.json tools-sft.sha256
+//go:embed pi-sft/config.json pi-sft/model.safetensors pi-sft/tokenizer.json pi-sft/lineage.json pi-sft.sha256
 var files embed.FS
 
 // Prefix marks a starter in a loop config's policy: "starter:bash-sft".
