@@ -47,9 +47,9 @@ demo: build pytest-ref ## the main job on embedded defaults: 6 RL iterations of 
 # bash-sed that of docs/results/bash-sed.json, tools-sft that of
 # docs/results/tools-raft.json, pi-sft that of docs/results/pi-raft-lr3.json
 # (it needs Node.js). `make starter [STARTER=NAME]` runs that SFT again
-# (40-60 min on 2 cores) and checks
-# the bytes against policy/starter/NAME.sha256: the CPU backend's SFT is
-# deterministic for a given binary and CPU feature set (AVX-512 or not); a
+# (on 2 cores: about 20 min for tools-sft, 40 for bash-sft, 47 for pi-sft,
+# as docs/RESULTS.md records) and checks the bytes against
+# policy/starter/NAME.sha256: the CPU backend's SFT is deterministic for a given binary and CPU feature set (AVX-512 or not); a
 # mismatch installs nothing and says so. It runs under the config's own run
 # name, which seeds the choice of the SFT probe's tasks.
 STARTER ?= bash-sft
