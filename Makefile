@@ -49,9 +49,10 @@ demo: build pytest-ref ## the main job on embedded defaults: 6 RL iterations of 
 # (it needs Node.js). `make starter [STARTER=NAME]` runs that SFT again
 # (on 2 cores: about 20 min for tools-sft, 40 for bash-sft, 47 for pi-sft,
 # as docs/RESULTS.md records) and checks the bytes against
-# policy/starter/NAME.sha256: the CPU backend's SFT is deterministic for a given binary and CPU feature set (AVX-512 or not); a
-# mismatch installs nothing and says so. It runs under the config's own run
-# name, which seeds the choice of the SFT probe's tasks.
+# policy/starter/NAME.sha256: the CPU backend's SFT is deterministic for a
+# given binary and CPU feature set (AVX-512 or not); a mismatch installs
+# nothing and says so. It runs under the config's own run name, which seeds
+# the choice of the SFT probe's tasks.
 STARTER ?= bash-sft
 STARTER_CONFIG_bash-sft := docs/results/bash-pools.json
 STARTER_CONFIG_bash-sed := docs/results/bash-sed.json
