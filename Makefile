@@ -47,12 +47,12 @@ demo: build pytest-ref ## the main job on embedded defaults: 6 RL iterations of 
 # bash-sed that of docs/results/bash-sed.json, tools-sft that of
 # docs/results/tools-raft.json, pi-sft that of docs/results/pi-raft-lr3.json
 # (it needs Node.js). `make starter [STARTER=NAME]` runs that SFT again
-# (on 2 cores: about 20 min for tools-sft, 40 for bash-sft, 47 for pi-sft,
-# as docs/RESULTS.md records) and checks the bytes against
-# policy/starter/NAME.sha256: the CPU backend's SFT is deterministic for a
-# given binary and CPU feature set (AVX-512 or not); a mismatch installs
-# nothing and says so. It runs under the config's own run name, which seeds
-# the choice of the SFT probe's tasks.
+# (on 2 cores: 47 min for pi-sft; the SFT stage of its config took about
+# 18 min for tools-sft and 37 for bash-sft, as docs/RESULTS.md records) and
+# checks the bytes against policy/starter/NAME.sha256: the CPU backend's
+# SFT is deterministic for a given binary and CPU feature set (AVX-512 or
+# not); a mismatch installs nothing and says so. It runs under the config's
+# own run name, which seeds the choice of the SFT probe's tasks.
 STARTER ?= bash-sft
 STARTER_CONFIG_bash-sft := docs/results/bash-pools.json
 STARTER_CONFIG_bash-sed := docs/results/bash-sed.json
