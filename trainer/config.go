@@ -83,9 +83,18 @@ type Config struct {
 	// MaxGradNorm clips the global gradient norm. Defaults to 1.
 	MaxGradNorm float64 `json:"max_grad_norm"`
 
-	// Steps is the number of optimizer steps per iteration: the data is
-	// shuffled (by Seed) and split into that many mini-batches. Defaults to 1.
+	// Steps is the number of optimizer steps per pass over an iteration's
+	// data: the data is shuffled (by Seed) and split into that many
+	// mini-batches. Defaults to 1.
 	Steps int `json:"steps"`
+	// Epochs is the number of passes over an iteration's data (PPO's
+	// epochs), each a fresh seeded shuffle split into Steps mini-batches,
+	// so an update takes Epochs x Steps optimizer steps. From the second
+	// pass on, the ratio to the policy that sampled the data is no longer
+	// about 1 and the clip range bounds how far one update moves a token.
+	// 0 means 1 and is what the config hash sees for one pass, so configs
+	// written before the field hash as they did.
+	Epochs int `json:"epochs,omitempty"`
 	// MicroBatchTokens is the token budget of one micro-batch (prompt plus
 	// completion tokens of the sequences packed together); gradients of a
 	// mini-batch's micro-batches are accumulated before the step. A longer
@@ -178,6 +187,8 @@ func (c Config) Validate() error {
 		return bad("weight_decay %g is negative", c.WeightDecay)
 	case c.Steps < 1 || c.Steps > 1<<16:
 		return bad("steps %d: want 1..65536", c.Steps)
+	case c.Epochs < 0 || c.Epochs > 64:
+		return bad("epochs %d: want 1..64 (0 means 1)", c.Epochs)
 	case c.MicroBatchTokens < 1:
 		return bad("micro_batch_tokens %d: want > 0", c.MicroBatchTokens)
 	case !(c.MinPearson >= -1 && c.MinPearson <= 1):

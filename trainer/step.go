@@ -171,10 +171,10 @@ type IterationResult struct {
 
 // Iteration runs the update of one iteration's data: advantages, the
 // train-inference check against policy version `version` (the weights
-// the trainer holds now), then cfg.Steps optimizer steps over a seeded
-// shuffle of the samples that carry loss. On a failed check it returns the
-// result so far (with the gate report) and a *GateError, and the weights
-// are unchanged.
+// the trainer holds now), then cfg.Epochs passes of cfg.Steps optimizer
+// steps, each pass over a fresh seeded shuffle of the samples that carry
+// loss. On a failed check it returns the result so far (with the gate
+// report) and a *GateError, and the weights are unchanged.
 func (t *Trainer) Iteration(d *Data, version int64, progress func(Progress)) (*IterationResult, error) {
 	report := func(p Progress) {
 		if progress != nil {
@@ -214,23 +214,29 @@ func (t *Trainer) Iteration(d *Data, version int64, progress func(Progress)) (*I
 	}
 	res.Trained = len(train)
 	rng := rand.New(rand.NewPCG(t.cfg.Seed, uint64(d.Iteration)))
-	rng.Shuffle(len(train), func(a, b int) { train[a], train[b] = train[b], train[a] })
 	steps := min(t.cfg.Steps, max(len(train), 1))
-	for k := 0; k < steps; k++ {
-		idx := train[k*len(train)/steps : (k+1)*len(train)/steps]
-		samples := make([]Sample, len(idx))
-		old := make([][]float32, len(idx))
-		for j, i := range idx {
-			samples[j], old[j] = d.Samples[i], rec[i]
+	epochs := max(t.cfg.Epochs, 1)
+	for e := 0; e < epochs; e++ {
+		// The first pass shuffles exactly as before epochs existed, so a
+		// one-pass update is bitwise what it was.
+		rng.Shuffle(len(train), func(a, b int) { train[a], train[b] = train[b], train[a] })
+		for k := 0; k < steps; k++ {
+			idx := train[k*len(train)/steps : (k+1)*len(train)/steps]
+			samples := make([]Sample, len(idx))
+			old := make([][]float32, len(idx))
+			for j, i := range idx {
+				samples[j], old[j] = d.Samples[i], rec[i]
+			}
+			n := e*steps + k + 1
+			sr, err := t.Step(samples, old, func(done, total int) {
+				report(Progress{Phase: "step", Step: n, Steps: epochs * steps, Done: done, Total: total})
+			})
+			if err != nil {
+				return res, err
+			}
+			t.metrics.step(sr)
+			res.Steps = append(res.Steps, sr)
 		}
-		sr, err := t.Step(samples, old, func(done, total int) {
-			report(Progress{Phase: "step", Step: k + 1, Steps: steps, Done: done, Total: total})
-		})
-		if err != nil {
-			return res, err
-		}
-		t.metrics.step(sr)
-		res.Steps = append(res.Steps, sr)
 	}
 	return res, nil
 }

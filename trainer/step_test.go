@@ -2,6 +2,7 @@ package trainer_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"math"
 	"os"
@@ -62,6 +63,57 @@ func TestIterationIsDeterministic(t *testing.T) {
 				t.Error("another seed (another split into mini-batches) gave the same weights: the test cannot tell")
 			}
 		})
+	}
+}
+
+// Epochs pass over the iteration's data again: Epochs x Steps optimizer
+// steps, the first pass bitwise the one-pass update (0 and 1 are the same
+// config), and later passes see ratios away from 1, so they move the
+// positive-advantage tokens further than one pass does.
+func TestIterationEpochs(t *testing.T) {
+	run := func(epochs int) (*trainer.IterationResult, []byte, float64) {
+		m := tinyModel(t, false, 4)
+		it := makeIteration(t, m, "epochs", 0, 0, smallShape, stepGroups, 9)
+		cfg := trainer.Config{LR: 3e-3, Steps: 2, Epochs: epochs, Seed: 7, MicroBatchTokens: 50}
+		d := it.data()
+		res, err := newTrainer(t, m, cfg).Iteration(d, 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pos, _ := meanSampled(t, m, d.Samples)
+		return res, weights(t, m), pos
+	}
+	r0, w0, _ := run(0)
+	r1, w1, pos1 := run(1)
+	r3, w3, pos3 := run(3)
+	if len(r0.Steps) != 2 || len(r1.Steps) != 2 || len(r3.Steps) != 6 {
+		t.Fatalf("%d, %d and %d steps for epochs 0, 1 and 3; want 2, 2 and 6", len(r0.Steps), len(r1.Steps), len(r3.Steps))
+	}
+	if !bytes.Equal(w0, w1) {
+		t.Error("epochs 0 and 1 gave different weights")
+	}
+	if bytes.Equal(w1, w3) {
+		t.Error("three passes left the weights of one pass")
+	}
+	// The first pass's ratios are 1 up to the step before them; the third
+	// pass's loss (-mean ratio x advantage) has moved.
+	if r3.Steps[4].Stats.Loss == r3.Steps[0].Stats.Loss {
+		t.Errorf("third pass's loss %v equals the first's", r3.Steps[4].Stats.Loss)
+	}
+	if !(pos3 > pos1) {
+		t.Errorf("mean logprob of positive-advantage tokens after 3 passes %v, after 1 %v: want higher", pos3, pos1)
+	}
+	cfg := trainer.Config{LR: 1e-3, Epochs: 65}.WithDefaults()
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "epochs 65") {
+		t.Errorf("epochs 65: error %v, want one naming epochs", err)
+	}
+	// One pass writes no epochs field, so configs from before it keep
+	// their hash; two passes are another config.
+	if b, _ := json.Marshal(trainer.Config{LR: 1e-3}.WithDefaults()); strings.Contains(string(b), "epochs") {
+		t.Errorf("a one-pass config's canonical JSON names epochs: %s", b)
+	}
+	if (trainer.Config{LR: 1e-3}).Hash() == (trainer.Config{LR: 1e-3, Epochs: 2}).Hash() {
+		t.Error("epochs 2 hashes as one pass")
 	}
 }
 
