@@ -49,6 +49,7 @@ import (
 //go:embed bash-sft/config.json bash-sft/model.safetensors bash-sft/tokenizer.json bash-sft/lineage.json bash-sft.sha256
 //go:embed bash-sed/config.json bash-sed/model.safetensors bash-sed/tokenizer.json bash-sed/lineage.json bash-sed.sha256
 //go:embed tools-sft/config.json tools-sft/model.safetensors tools-sft/tokenizer.json tools-sft/lineage.json tools-sft.sha256
+//go:embed bash-early/config.json bash-early/model.safetensors bash-early/tokenizer.json bash-early/lineage.json bash-early.sha256
 //go:embed pi-sft/config.json pi-sft/model.safetensors pi-sft/tokenizer.json pi-sft/lineage.json pi-sft.sha256
 var files embed.FS
 
