@@ -107,6 +107,13 @@ type Config struct {
 	// SuiteDir resolves the instance's relative snapshot path.
 	SuiteDir string
 	Instance *tasks.Instance
+	// Workspace, when set, is the instance's workspace prepared already
+	// (tasks.NewWorkspace of its snapshot and base commit): the sandbox is
+	// made from it (a private copy; the folder is never written) instead
+	// of a folder Run prepares with git, and the diff is taken against its
+	// tree. The G rollouts of a group share one. Defaults to none: Run
+	// prepares the workspace itself.
+	Workspace *tasks.Workspace
 
 	RunID     string
 	Iteration int32
@@ -316,14 +323,20 @@ func (r *run) episode(ctx context.Context) ([]schemas.Segment, []schemas.Step, e
 		r.end(t, what+": "+err.Error())
 		return nil, nil, nil
 	}
-	snap := cfg.Instance.SnapshotDir(cfg.SuiteDir)
 	ws := filepath.Join(tmp, "ws")
-	if err := tasks.PrepareWorkspace(sctx, snap, cfg.Instance.BaseCommit, ws); err != nil {
-		return setupFail("workspace", err)
-	}
-	pristine, err := tasks.ReadTree(sctx, snap, cfg.Instance.BaseCommit)
-	if err != nil {
-		return setupFail("pristine tree", err)
+	var pristine tasks.Tree
+	if cfg.Workspace != nil {
+		// The sandbox gets a private copy and never writes the original
+		// (sandbox.Spec.Workspace), so rollouts can share it.
+		ws, pristine = cfg.Workspace.Dir, cfg.Workspace.Tree
+	} else {
+		snap := cfg.Instance.SnapshotDir(cfg.SuiteDir)
+		if err := tasks.PrepareWorkspace(sctx, snap, cfg.Instance.BaseCommit, ws); err != nil {
+			return setupFail("workspace", err)
+		}
+		if pristine, err = tasks.ReadTree(sctx, snap, cfg.Instance.BaseCommit); err != nil {
+			return setupFail("pristine tree", err)
+		}
 	}
 	hostCfg := filepath.Join(tmp, "harness")
 	if err := os.Mkdir(hostCfg, 0o755); err != nil {

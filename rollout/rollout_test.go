@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -501,6 +503,50 @@ func TestScriptedPolicy(t *testing.T) {
 			}
 			checkConsistent(t, p, segs, tools)
 		})
+	}
+}
+
+// A rollout given its task's prepared workspace (Config.Workspace, what a
+// group's rollouts share) reaches the same reward and diff as one that
+// prepares its own, and its agent's edits stay in its own copy.
+func TestPreparedWorkspace(t *testing.T) {
+	setup(t)
+	ctx := context.Background()
+	w, err := tasks.NewWorkspace(ctx, fx.inst.SnapshotDir(fx.suiteDir), fx.inst.BaseCommit, filepath.Join(t.TempDir(), "ws"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := grade.ReadWorkspace(w.Dir, grade.DiffLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := []string{
+		"I will apply the fix.\n\n```bash\ngit apply <<'EOF'\n" + fx.inst.Patch + "EOF\n```",
+		"Done.\n\n```bash\necho COMPLETE_TASK_AND_SUBMIT\n```",
+	}
+	h, err := harness.Lookup("bash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []schemas.Rollout
+	for _, prepared := range []*tasks.Workspace{nil, w, w} {
+		p := newTap(t, &scripted{tok: fx.tok, texts: script}, 0)
+		cfg := config(p, h, fmt.Sprintf("prepared-%d", len(rows)))
+		cfg.Workspace = prepared
+		row, _, _ := mustRun(t, cfg)
+		rows = append(rows, row)
+	}
+	for i, row := range rows {
+		if row.Termination != schemas.TerminationAgentCompleted || row.Reward != 1 || row.DiffBytes != rows[0].DiffBytes {
+			t.Errorf("rollout %d (prepared %v): %s, reward %v, diff %d bytes; the first: %d bytes", i, i > 0, row.Termination, row.Reward, row.DiffBytes, rows[0].DiffBytes)
+		}
+	}
+	after, err := grade.ReadWorkspace(w.Dir, grade.DiffLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(before, after) {
+		t.Error("a rollout's edits reached the shared prepared workspace")
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/legorl/legorl/rollout"
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
+	"github.com/legorl/legorl/tasks"
 	"github.com/legorl/legorl/text"
 )
 
@@ -35,6 +37,8 @@ func runGroup(ctx context.Context, rt *runtime, st storage.Store, cfg Config, g 
 	}
 	n := len(g.Rollouts)
 	res := make([]result, n)
+	ws, cleanup := groupWorkspace(ctx, cfg, g)
+	defer cleanup()
 	tail := newTailKiller(n, cfg.TailShare, cfg.TailGrace)
 	defer tail.stop()
 	var wg sync.WaitGroup
@@ -63,7 +67,7 @@ func runGroup(ctx context.Context, rt *runtime, st storage.Store, cfg Config, g 
 			}
 			r := &res[i]
 			start := time.Now()
-			r.row, r.segs, r.steps, r.err = runOne(rctx, rt, cfg, h, g, spec)
+			r.row, r.segs, r.steps, r.err = runOne(rctx, rt, cfg, h, g, spec, ws)
 			r.took = time.Since(start)
 		}()
 	}
@@ -136,13 +140,39 @@ const SplitFlag = "split:"
 // the backstop that keeps a stuck rollout from stalling the run).
 const hardSlack = 3 * time.Minute
 
-// runOne runs one rollout under the hard deadline.
-func runOne(ctx context.Context, rt *runtime, cfg Config, h harness.Harness, g Group, spec Spec) (schemas.Rollout, []schemas.Segment, []schemas.Step, error) {
+// groupWorkspace prepares the task's workspace once for the group's
+// rollouts to copy (tasks.Workspace: git's six processes once per group,
+// not once per rollout). It returns nil where the group has one rollout,
+// or where preparing fails: each rollout then prepares its own and ends as
+// its own setup fails, exactly as without the shared one.
+func groupWorkspace(ctx context.Context, cfg Config, g Group) (*tasks.Workspace, func()) {
+	if len(g.Rollouts) < 2 {
+		return nil, func() {}
+	}
+	dir, err := os.MkdirTemp("", "legorl-group-")
+	if err != nil {
+		return nil, func() {}
+	}
+	cleanup := func() { os.RemoveAll(dir) }
+	sctx, cancel := context.WithTimeout(ctx, cfg.SetupTimeout)
+	defer cancel()
+	in := g.Task.Instance
+	ws, err := tasks.NewWorkspace(sctx, in.SnapshotDir(g.Task.SuiteDir), in.BaseCommit, filepath.Join(dir, "ws"))
+	if err != nil {
+		cleanup()
+		return nil, func() {}
+	}
+	return ws, cleanup
+}
+
+// runOne runs one rollout under the hard deadline; ws, when not nil, is
+// its task's prepared workspace (groupWorkspace).
+func runOne(ctx context.Context, rt *runtime, cfg Config, h harness.Harness, g Group, spec Spec, ws *tasks.Workspace) (schemas.Rollout, []schemas.Segment, []schemas.Step, error) {
 	in := g.Task.Instance
 	rc := rollout.Config{
 		Backend: rt.Backend, Grader: rt.Grader, Proxy: rt.Proxy, VocabSize: rt.Tokenizer.VocabSize(),
 		PolicyVersion: cfg.PolicyVersion, Harness: h, AgentBinary: cfg.AgentBinary, MaxTurns: cfg.MaxTurns,
-		SuiteDir: g.Task.SuiteDir, Instance: &in, RunID: cfg.RunID, Iteration: cfg.Iteration, GroupID: g.GroupID,
+		SuiteDir: g.Task.SuiteDir, Instance: &in, Workspace: ws, RunID: cfg.RunID, Iteration: cfg.Iteration, GroupID: g.GroupID,
 		RolloutID: spec.RolloutID, Seed: uint64(spec.Seed),
 		SetupTimeout: cfg.SetupTimeout, AgentTimeout: cfg.AgentTimeout, GradeTimeout: cfg.GradeTimeout,
 	}

@@ -461,3 +461,41 @@ func TestEvalTable(t *testing.T) {
 		t.Errorf("table %+v\nwant  %+v", tab.Rows, want)
 	}
 }
+
+// A group of two or more rollouts prepares its task's workspace once, in a
+// folder its cleanup removes; a group of one, or a snapshot that cannot be
+// prepared, gets none, and its rollouts prepare (and fail) on their own.
+func TestGroupWorkspace(t *testing.T) {
+	ctx := context.Background()
+	suite := t.TempDir()
+	base, err := tasks.CreateRepo(ctx, filepath.Join(suite, "repos", "x"), tasks.Tree{"a.py": {Data: []byte("x = 1\n"), Mode: tasks.ModeFile}}, "base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{}.WithDefaults()
+	group := func(n int, commit string) Group {
+		return Group{GroupID: "g", Task: Task{SuiteDir: suite, Instance: tasks.Instance{InstanceID: "x", Snapshot: "repos/x", BaseCommit: commit}},
+			Rollouts: make([]Spec, n)}
+	}
+	ws, cleanup := groupWorkspace(ctx, cfg, group(2, base))
+	if ws == nil {
+		t.Fatal("a group of 2 got no shared workspace")
+	}
+	if string(ws.Tree["a.py"].Data) != "x = 1\n" {
+		t.Errorf("tree %v", ws.Tree)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws.Dir, "a.py")); err != nil || string(b) != "x = 1\n" {
+		t.Errorf("prepared a.py %q, %v", b, err)
+	}
+	cleanup()
+	if _, err := os.Stat(ws.Dir); !os.IsNotExist(err) {
+		t.Errorf("after cleanup the prepared folder is still there: %v", err)
+	}
+	for name, g := range map[string]Group{"one rollout": group(1, base), "unknown commit": group(2, strings.Repeat("0", 40))} {
+		ws, cleanup := groupWorkspace(ctx, cfg, g)
+		cleanup()
+		if ws != nil {
+			t.Errorf("%s: got a shared workspace", name)
+		}
+	}
+}
