@@ -77,9 +77,11 @@ type Config struct {
 	// Backend makes the agent's sandbox (and the grader's, unless Grader
 	// is set).
 	Backend sandbox.Backend
-	// Grader grades the diff. Defaults to grade.New(Backend, {}) (one per
-	// Run: pass a shared one to reuse its caches).
-	Grader *grade.Grader
+	// Grader grades the diff: a *grade.Grader, or a *grade.Memo that a
+	// group's rollouts share so each distinct diff is graded once. Defaults
+	// to grade.New(Backend, {}) (one per Run: pass a shared one to reuse
+	// its caches).
+	Grader Grader
 	// Proxy serves the policy; Run opens and finishes RolloutID on it.
 	Proxy Proxy
 	// VocabSize is the tokenizer's, to validate segments.
@@ -137,6 +139,11 @@ type Config struct {
 	DiffLimits grade.DiffLimits
 	// TempDir holds the rollout's host files. Defaults to os.TempDir().
 	TempDir string
+}
+
+// Grader grades an agent's diff against an instance (grade.Grader.Grade).
+type Grader interface {
+	Grade(ctx context.Context, suiteDir string, inst *tasks.Instance, diff string) (grade.Grade, error)
 }
 
 // Sentinel errors.

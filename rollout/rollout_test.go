@@ -528,11 +528,16 @@ func TestPreparedWorkspace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The two that share the workspace share a grade.Memo too, as a
+	// group's rollouts do: the same diff is graded once.
+	memo := grade.NewMemo(fx.grader)
 	var rows []schemas.Rollout
 	for _, prepared := range []*tasks.Workspace{nil, w, w} {
 		p := newTap(t, &scripted{tok: fx.tok, texts: script}, 0)
 		cfg := config(p, h, fmt.Sprintf("prepared-%d", len(rows)))
-		cfg.Workspace = prepared
+		if prepared != nil {
+			cfg.Workspace, cfg.Grader = prepared, memo
+		}
 		row, _, _ := mustRun(t, cfg)
 		rows = append(rows, row)
 	}
@@ -540,6 +545,12 @@ func TestPreparedWorkspace(t *testing.T) {
 		if row.Termination != schemas.TerminationAgentCompleted || row.Reward != 1 || row.DiffBytes != rows[0].DiffBytes {
 			t.Errorf("rollout %d (prepared %v): %s, reward %v, diff %d bytes; the first: %d bytes", i, i > 0, row.Termination, row.Reward, row.DiffBytes, rows[0].DiffBytes)
 		}
+		if reused := slices.Contains(row.Flags, grade.ReusedFlag); reused != (i == 2) {
+			t.Errorf("rollout %d: flags %v; only the last, the repeat of the second's diff, reuses its grade", i, row.Flags)
+		}
+	}
+	if rows[2].F2PPassed == nil || !reflect.DeepEqual(rows[2].F2PPassed, rows[1].F2PPassed) {
+		t.Errorf("the reused grade's tests %v, the graded one's %v", rows[2].F2PPassed, rows[1].F2PPassed)
 	}
 	after, err := grade.ReadWorkspace(w.Dir, grade.DiffLimits{})
 	if err != nil {

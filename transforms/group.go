@@ -12,6 +12,7 @@ import (
 
 	"github.com/legorl/legorl/harness"
 	"github.com/legorl/legorl/rollout"
+	"github.com/legorl/legorl/sandbox/grade"
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/tasks"
@@ -39,6 +40,7 @@ func runGroup(ctx context.Context, rt *runtime, st storage.Store, cfg Config, g 
 	res := make([]result, n)
 	ws, cleanup := groupWorkspace(ctx, cfg, g)
 	defer cleanup()
+	grader := groupGrader(rt, n)
 	tail := newTailKiller(n, cfg.TailShare, cfg.TailGrace)
 	defer tail.stop()
 	var wg sync.WaitGroup
@@ -67,7 +69,7 @@ func runGroup(ctx context.Context, rt *runtime, st storage.Store, cfg Config, g 
 			}
 			r := &res[i]
 			start := time.Now()
-			r.row, r.segs, r.steps, r.err = runOne(rctx, rt, cfg, h, g, spec, ws)
+			r.row, r.segs, r.steps, r.err = runOne(rctx, rt, cfg, h, g, spec, ws, grader)
 			r.took = time.Since(start)
 		}()
 	}
@@ -165,12 +167,24 @@ func groupWorkspace(ctx context.Context, cfg Config, g Group) (*tasks.Workspace,
 	return ws, cleanup
 }
 
+// groupGrader is the grader of a group of n rollouts: for two or more, a
+// grade.Memo over the worker's grader, so each distinct diff the group
+// leaves is graded once (most repeat: see grade.Memo); for one, the
+// worker's grader itself.
+func groupGrader(rt *runtime, n int) rollout.Grader {
+	if n < 2 {
+		return rt.Grader
+	}
+	return grade.NewMemo(rt.Grader)
+}
+
 // runOne runs one rollout under the hard deadline; ws, when not nil, is
-// its task's prepared workspace (groupWorkspace).
-func runOne(ctx context.Context, rt *runtime, cfg Config, h harness.Harness, g Group, spec Spec, ws *tasks.Workspace) (schemas.Rollout, []schemas.Segment, []schemas.Step, error) {
+// its task's prepared workspace (groupWorkspace), and grader grades it
+// (groupGrader).
+func runOne(ctx context.Context, rt *runtime, cfg Config, h harness.Harness, g Group, spec Spec, ws *tasks.Workspace, grader rollout.Grader) (schemas.Rollout, []schemas.Segment, []schemas.Step, error) {
 	in := g.Task.Instance
 	rc := rollout.Config{
-		Backend: rt.Backend, Grader: rt.Grader, Proxy: rt.Proxy, VocabSize: rt.Tokenizer.VocabSize(),
+		Backend: rt.Backend, Grader: grader, Proxy: rt.Proxy, VocabSize: rt.Tokenizer.VocabSize(),
 		PolicyVersion: cfg.PolicyVersion, Harness: h, AgentBinary: cfg.AgentBinary, MaxTurns: cfg.MaxTurns,
 		SuiteDir: g.Task.SuiteDir, Instance: &in, Workspace: ws, RunID: cfg.RunID, Iteration: cfg.Iteration, GroupID: g.GroupID,
 		RolloutID: spec.RolloutID, Seed: uint64(spec.Seed),

@@ -24,6 +24,7 @@ import (
 	"github.com/legorl/legorl/policy/model"
 	"github.com/legorl/legorl/policy/tokenizer"
 	"github.com/legorl/legorl/rollout"
+	"github.com/legorl/legorl/sandbox/grade"
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/tasks"
@@ -497,5 +498,14 @@ func TestGroupWorkspace(t *testing.T) {
 		if ws != nil {
 			t.Errorf("%s: got a shared workspace", name)
 		}
+	}
+	// A group of two or more shares a grade.Memo; one rollout grades
+	// with the worker's grader.
+	rt := &runtime{Runtime: &rollout.Runtime{Grader: grade.New(nil, grade.Options{})}}
+	if _, ok := groupGrader(rt, 2).(*grade.Memo); !ok {
+		t.Error("a group of 2 does not share a grade.Memo")
+	}
+	if g, ok := groupGrader(rt, 1).(*grade.Grader); !ok || g != rt.Grader {
+		t.Error("a group of 1 does not grade with the worker's grader")
 	}
 }
