@@ -38,7 +38,7 @@ TEST_FUZZEXECS ?= 20000x
 help: ## list the targets
 	@grep -E '^[a-zA-Z_%/-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-8s %s\n", $$1, $$2}'
 
-demo: build pytest-ref ## the main job on embedded defaults: 6 RL iterations of the bash agent from the committed starter checkpoint on the built-in suite, with the before/after table; resumes if interrupted
+demo: build pytest-ref ## the main job on embedded defaults: 28 RL iterations of the bash agent from the committed starter checkpoint on the built-in suite, with the before/after table (about 10 minutes); resumes if interrupted
 	$(BIN)/legorl run --store file://./legorl-data --work ./legorl-work/demo-rl
 
 # The starter checkpoints (policy/starter): the SFT stage of a results

@@ -3,8 +3,8 @@
 # rollout parallelism P (default 4 8), alternating ROUNDS times (default 2)
 # so every setting sees the same machine.
 #
-# The work is one iteration of docs/results/demo-rl.json: the committed
-# bash-sed starter rolls out the first 32 training tasks of the demo's
+# The work is one iteration of docs/results/demo-rl-6.json: the committed
+# bash-sed starter rolls out the first 32 training tasks of that config's
 # 1,400-instance built-in Python suite (seed 1), G = 8 (256 rollouts), at
 # most 4 turns of 128 tokens, through `legorl rollout` (bin/legorl: run
 # `make build` first). Wall time and the CPU of the process tree

@@ -288,9 +288,10 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 var demoConfig []byte
 
 // DefaultConfig is the embedded demo config `make demo` runs: the bash
-// agent from the committed starter checkpoint (policy/starter), a few RL
-// iterations on fresh tasks of the built-in suite chosen by reward
-// variance, and 200 held-out tasks evaluated before and after.
+// agent from the committed starter checkpoint (policy/starter), 28 RL
+// iterations of 16 fresh tasks of the built-in suite drawn by the reward
+// variance of their template, and 200 held-out tasks evaluated before and
+// after (docs/RESULTS.md, demo-rl.json: about ten minutes on 2 cores).
 func DefaultConfig() Config {
 	c, err := ParseConfig(bytes.NewReader(demoConfig))
 	if err != nil {
