@@ -17,7 +17,7 @@ import (
 
 // runEval is `legorl eval`: pass@1 (and pass@G when --group > 1) of a
 // policy per harness on the held-out tasks of a suite, as a Beam pipeline
-// (pipelines/eval). The table goes to stdout and into the store; rerunning
+// (pipelines/eval), at temperature 1 or, with --top-k 1, greedily. The table goes to stdout and into the store; rerunning
 // the same run and iteration resumes it.
 func runEval(ctx context.Context, env *environ, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("eval", stderr)
@@ -37,12 +37,16 @@ func runEval(ctx context.Context, env *environ, args []string, stdout, stderr io
 	backendName := fs.String("backend", "local", "sandbox backend: "+strings.Join(backendNames(), ", "))
 	agentTimeout := fs.Duration("agent-timeout", 30*time.Minute, "deadline of the agent")
 	gradeTimeout := fs.Duration("grade-timeout", 10*time.Minute, "deadline of grading")
+	topK := fs.Int("top-k", 0, "sample among the K most likely tokens only; 1 is greedy decoding, the eval.greedy of legorl run (0: every token, temperature 1)")
 	pf := addPipelineFlags(fs)
 	if err := parseFlags(fs, stderr, args); err != nil {
 		return err
 	}
 	if *suitePath == "" || *harnesses == "" || *policyDir == "" || *run == "" {
 		return errors.New("--tasks, --harness, --policy and --run are required (see legorl eval -h)")
+	}
+	if *topK < 0 {
+		return fmt.Errorf("--top-k %d: want 0 (no cut) or more (1: greedy)", *topK)
 	}
 	var hs []string
 	for _, h := range strings.Split(*harnesses, ",") {
@@ -57,6 +61,7 @@ func runEval(ctx context.Context, env *environ, args []string, stdout, stderr io
 	if err != nil {
 		return err
 	}
+	cfg.TopK = *topK
 	abs, err := filepath.Abs(*suitePath)
 	if err != nil {
 		return err
