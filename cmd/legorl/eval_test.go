@@ -13,18 +13,24 @@ import (
 	"github.com/legorl/legorl/tasks/builtin"
 )
 
+// evalFixture is a two-task suite, the test policy, this binary (the
+// agent) and an empty store.
+func evalFixture(t *testing.T) (suite, policy, self, store string) {
+	t.Helper()
+	dir := t.TempDir()
+	suite = filepath.Join(dir, "suite")
+	if _, err := builtin.Generate(context.Background(), suite, builtin.Options{N: 2, Seed: 9, Languages: []string{"python"}}); err != nil {
+		t.Fatal(err)
+	}
+	self, _ = os.Executable()
+	return suite, testPolicy(t), self, "file://" + filepath.Join(dir, "store")
+}
+
 // TestEval evaluates two harnesses on a two-task suite, G=2: a table row
 // per harness with pass@1 and pass@2, one manifest per harness's stage;
 // a rerun runs nothing again and commits no new version.
 func TestEval(t *testing.T) {
-	dir := t.TempDir()
-	suite := filepath.Join(dir, "suite")
-	if _, err := builtin.Generate(context.Background(), suite, builtin.Options{N: 2, Seed: 9, Languages: []string{"python"}}); err != nil {
-		t.Fatal(err)
-	}
-	policy := testPolicy(t)
-	self, _ := os.Executable()
-	store := "file://" + filepath.Join(dir, "store")
+	suite, policy, self, store := evalFixture(t)
 	args := []string{"eval", "--tasks", suite, "--harness", "bash,tools", "--policy", policy, "--group", "2", "--store", store,
 		"--run", "ev", "--max-turns", "2", "--max-tokens", "16", "--agent", self, "--split", "sft,train,heldout,heldout_family"}
 	var first string
@@ -57,14 +63,7 @@ func TestEval(t *testing.T) {
 // different seeds, say the same tokens (at temperature 1 they do not). A
 // negative --top-k is refused with a one-line error.
 func TestEvalGreedy(t *testing.T) {
-	dir := t.TempDir()
-	suite := filepath.Join(dir, "suite")
-	if _, err := builtin.Generate(context.Background(), suite, builtin.Options{N: 2, Seed: 9, Languages: []string{"python"}}); err != nil {
-		t.Fatal(err)
-	}
-	policy := testPolicy(t)
-	self, _ := os.Executable()
-	store := "file://" + filepath.Join(dir, "store")
+	suite, policy, self, store := evalFixture(t)
 	completions := func(run string, topK string) map[string][]string {
 		t.Helper()
 		code, _, stderr := runCLI(t, testEnv(nil), "eval", "--tasks", suite, "--harness", "bash", "--policy", policy, "--group", "2",
