@@ -170,9 +170,13 @@ func groupWorkspace(ctx context.Context, cfg Config, g Group) (*tasks.Workspace,
 // groupGrader is the grader of a group of n rollouts: for two or more, a
 // grade.Memo over the worker's grader, so each distinct diff the group
 // leaves is graded once (most repeat: see grade.Memo); for one, the
-// worker's grader itself.
+// worker's grader itself; nil (rollout.Config's default) where the worker
+// has none.
 func groupGrader(rt *runtime, n int) rollout.Grader {
-	if n < 2 {
+	switch {
+	case rt.Grader == nil:
+		return nil // not a nil *grade.Grader inside the interface
+	case n < 2:
 		return rt.Grader
 	}
 	return grade.NewMemo(rt.Grader)

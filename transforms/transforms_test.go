@@ -508,4 +508,7 @@ func TestGroupWorkspace(t *testing.T) {
 	if g, ok := groupGrader(rt, 1).(*grade.Grader); !ok || g != rt.Grader {
 		t.Error("a group of 1 does not grade with the worker's grader")
 	}
+	if g := groupGrader(&runtime{Runtime: &rollout.Runtime{}}, 2); g != nil {
+		t.Errorf("a worker without a grader gave %T, want nil for rollout's default", g)
+	}
 }
