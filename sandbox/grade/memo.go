@@ -5,23 +5,22 @@ import (
 	"crypto/sha256"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/legorl/legorl/sandbox"
 	"github.com/legorl/legorl/tasks"
 )
 
-// ReusedFlag is the flag of a grade a Memo reused: the rollout's diff was
-// byte for byte one an earlier rollout of its group had graded.
-const ReusedFlag = "grade_reused"
-
 // Memo grades each distinct diff of a group once. The G rollouts of a
 // group work on one task, and many leave the same diff: in a demo run 42%
 // of the rollouts left none, and about 5 in 6 repeated one their group had
 // already left. A grade is a function of the instance and the diff
 // (Grader.Grade builds a fresh sandbox from the pristine tree and applies
-// the diff), so the repeats take the first grade, flagged ReusedFlag, with
-// the seconds they waited for it.
+// the diff), so the repeats take the first grade, with the seconds they
+// waited for it as its time. A reused grade carries no flag of its own:
+// which rollout of a group grades first is a matter of timing, and a row
+// must say the same when its run is replayed (Reused counts them).
 //
 // Only a grade whose tests ran (OutcomeCompleted, reward 0 or 1) is
 // reused. An infrastructure failure, a timeout, a sandbox crash or a
@@ -33,7 +32,8 @@ const ReusedFlag = "grade_reused"
 // A Memo is safe for concurrent use; rollouts with the same diff that
 // arrive while it is graded wait for that grade.
 type Memo struct {
-	g *Grader
+	g      *Grader
+	reused atomic.Int64
 
 	mu    sync.Mutex
 	calls map[memoKey]*memoCall
@@ -73,6 +73,7 @@ func (m *Memo) Grade(ctx context.Context, suiteDir string, inst *tasks.Instance,
 		if !c.ok {
 			return m.g.Grade(ctx, suiteDir, inst, diff)
 		}
+		m.reused.Add(1)
 		return reused(c.gr, time.Since(start)), nil
 	}
 	c := &memoCall{done: make(chan struct{})}
@@ -91,12 +92,15 @@ func (m *Memo) Grade(ctx context.Context, suiteDir string, inst *tasks.Instance,
 	return gr, err
 }
 
-// reused is a copy of gr for another rollout: its own slices, the flag,
-// and the time it waited in place of the grading phases.
+// Reused is how many grades m handed out again rather than graded.
+func (m *Memo) Reused() int64 { return m.reused.Load() }
+
+// reused is a copy of gr for another rollout: its own slices, and the
+// time it waited in place of the grading phases.
 func reused(gr Grade, waited time.Duration) Grade {
 	gr.F2PPassed, gr.F2PFailed = slices.Clone(gr.F2PPassed), slices.Clone(gr.F2PFailed)
 	gr.P2PPassed, gr.P2PFailed = slices.Clone(gr.P2PPassed), slices.Clone(gr.P2PFailed)
-	gr.Flags = append(slices.Clone(gr.Flags), ReusedFlag)
+	gr.Flags = slices.Clone(gr.Flags)
 	gr.SetupSeconds, gr.TestSeconds, gr.TotalSeconds = 0, 0, waited.Seconds()
 	return gr
 }
