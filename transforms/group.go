@@ -144,9 +144,10 @@ const hardSlack = 3 * time.Minute
 
 // groupWorkspace prepares the task's workspace once for the group's
 // rollouts to make their sandboxes from (tasks.Workspace: git's six
-// processes once per group, not once per rollout). It returns nil where the group has one rollout,
-// or where preparing fails: each rollout then prepares its own and ends as
-// its own setup fails, exactly as without the shared one.
+// processes once per group, not once per rollout). It returns nil where
+// the group has one rollout, or where preparing fails: each rollout then
+// prepares its own and ends as its own setup fails, exactly as without the
+// shared one.
 func groupWorkspace(ctx context.Context, cfg Config, g Group) (*tasks.Workspace, func()) {
 	if len(g.Rollouts) < 2 {
 		return nil, func() {}

@@ -17,8 +17,9 @@ import (
 
 // runEval is `legorl eval`: pass@1 (and pass@G when --group > 1) of a
 // policy per harness on the held-out tasks of a suite, as a Beam pipeline
-// (pipelines/eval), at temperature 1 or, with --top-k 1, greedily. The table goes to stdout and into the store; rerunning
-// the same run and iteration resumes it.
+// (pipelines/eval), at temperature 1 or, with --top-k 1, greedily. The
+// table goes to stdout and into the store; rerunning the same run and
+// iteration resumes it.
 func runEval(ctx context.Context, env *environ, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("eval", stderr)
 	var sf storeFlags
