@@ -496,9 +496,11 @@ func TestRunConfigErrors(t *testing.T) {
 // TestResultsMatchSummaries: every figure docs/RESULTS.md quotes from a
 // run comes from the summary the run wrote (docs/results/NAME.summary.json,
 // committed next to NAME.json): for each before/after comparison of a
-// summary, RESULTS.md has a line naming NAME.json with "before -> after"
-// as the summary has them. The checker itself is tested on a summary the
-// document contradicts.
+// summary, RESULTS.md has a line naming NAME.json with the cells
+// scripts/results/rows.py prints for it ("before -> after", the difference
+// and its interval, McNemar's p, tasks, iterations, lowest gate Pearson).
+// The checker itself is tested on a summary the document contradicts, one
+// cell at a time.
 func TestResultsMatchSummaries(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/RESULTS.md")
 	if err != nil {
@@ -515,16 +517,21 @@ func TestResultsMatchSummaries(t *testing.T) {
 		}
 	}
 	summary := []byte(`{"comparisons": [{"harness": "bash", "split": "heldout", "mode": "t1", "before": 0.25, "after": 0.4,
-		"diff": 0.15, "ci95_lo": 0.05, "ci95_hi": 0.25}]}`)
+		"diff": 0.15, "ci95_lo": 0.05, "ci95_hi": 0.25, "mcnemar_p": 2.77e-7, "tasks": 400}],
+		"iterations": [{"trained": 300, "pearson": 0.9999}, {"trained": 0, "pearson": 0}, {"trained": 12, "pearson": 0.995}]}`)
 	for _, tc := range []struct {
 		doc  string
 		want bool
 	}{
-		{"| `x.json` | bash | heldout | t1 | 0.250 -> 0.400 | +0.150 [+0.050, +0.250] |\n", true},
-		{"| `x.json` | bash | heldout | t1 | 0.250 -> 0.410 | +0.150 [+0.050, +0.250] |\n", false},
-		{"| `x.json` | bash | heldout | t1 | 0.250 -> 0.400 | +0.150 [+0.040, +0.250] |\n", false},
-		{"| `x.json` | bash | heldout | greedy | 0.250 -> 0.400 | +0.150 [+0.050, +0.250] |\n", false},
-		{"| `x.json` | bash | heldout_family | t1 | 0.250 -> 0.400 | +0.150 [+0.050, +0.250] |\n", false},
+		{"| `x.json` | bash | heldout | t1 | 0.250 -> 0.400 | +0.150 [+0.050, +0.250] | 2.8e-07 | 400 | 3 | 0.995000000000 |\n", true},
+		{"| `x.json` | bash | heldout | t1 | 0.250 -> 0.410 | +0.150 [+0.050, +0.250] | 2.8e-07 | 400 | 3 | 0.995000000000 |\n", false},
+		{"| `x.json` | bash | heldout | t1 | 0.250 -> 0.400 | +0.150 [+0.040, +0.250] | 2.8e-07 | 400 | 3 | 0.995000000000 |\n", false},
+		{"| `x.json` | bash | heldout | greedy | 0.250 -> 0.400 | +0.150 [+0.050, +0.250] | 2.8e-07 | 400 | 3 | 0.995000000000 |\n", false},
+		{"| `x.json` | bash | heldout_family | t1 | 0.250 -> 0.400 | +0.150 [+0.050, +0.250] | 2.8e-07 | 400 | 3 | 0.995000000000 |\n", false},
+		{"| `x.json` | bash | heldout | t1 | 0.250 -> 0.400 | +0.150 [+0.050, +0.250] | 2.9e-07 | 400 | 3 | 0.995000000000 |\n", false},
+		{"| `x.json` | bash | heldout | t1 | 0.250 -> 0.400 | +0.150 [+0.050, +0.250] | 2.8e-07 | 200 | 3 | 0.995000000000 |\n", false},
+		{"| `x.json` | bash | heldout | t1 | 0.250 -> 0.400 | +0.150 [+0.050, +0.250] | 2.8e-07 | 400 | 2 | 0.995000000000 |\n", false},
+		{"| `x.json` | bash | heldout | t1 | 0.250 -> 0.400 | +0.150 [+0.050, +0.250] | 2.8e-07 | 400 | 3 | 0.999900000000 |\n", false},
 	} {
 		if bad := resultsMismatch(tc.doc, "x.json", summary); (bad == "") != tc.want {
 			t.Errorf("%q: mismatch %q, want a match: %v", tc.doc, bad, tc.want)
@@ -535,7 +542,9 @@ func TestResultsMatchSummaries(t *testing.T) {
 // resultsMismatch returns what doc lacks of a summary's comparisons, or "":
 // each needs a table row (cells split on "|") naming the config, harness,
 // split and mode, with "before -> after" and the difference and its 95%
-// interval as the summary has them, to 3 decimals.
+// interval as the summary has them, to 3 decimals, and McNemar's p, the
+// tasks, the iterations and the lowest gate Pearson of a trained update
+// as scripts/results/rows.py prints them.
 func resultsMismatch(doc, config string, summary []byte) string {
 	var s struct {
 		Comparisons []struct {
@@ -544,10 +553,22 @@ func resultsMismatch(doc, config string, summary []byte) string {
 			Diff                 float64 `json:"diff"`
 			Lo                   float64 `json:"ci95_lo"`
 			Hi                   float64 `json:"ci95_hi"`
+			P                    float64 `json:"mcnemar_p"`
+			Tasks                int     `json:"tasks"`
 		} `json:"comparisons"`
+		Iterations []struct {
+			Trained int     `json:"trained"` // segments trained; 0: no update
+			Pearson float64 `json:"pearson"`
+		} `json:"iterations"`
 	}
 	if err := json.Unmarshal(summary, &s); err != nil {
 		return err.Error()
+	}
+	pearson, low := "-", 2.0
+	for _, it := range s.Iterations {
+		if it.Trained > 0 && it.Pearson < low {
+			low, pearson = it.Pearson, fmt.Sprintf("%.12f", it.Pearson)
+		}
 	}
 	var rows [][]string
 	for _, l := range strings.Split(doc, "\n") {
@@ -561,7 +582,8 @@ func resultsMismatch(doc, config string, summary []byte) string {
 	}
 	for _, c := range s.Comparisons {
 		want := []string{c.Harness, c.Split, c.Mode, fmt.Sprintf("%.3f -> %.3f", c.Before, c.After),
-			fmt.Sprintf("%+.3f [%+.3f, %+.3f]", c.Diff, c.Lo, c.Hi)}
+			fmt.Sprintf("%+.3f [%+.3f, %+.3f]", c.Diff, c.Lo, c.Hi), fmt.Sprintf("%.2g", c.P),
+			fmt.Sprint(c.Tasks), fmt.Sprint(len(s.Iterations)), pearson}
 		if !slices.ContainsFunc(rows, func(cells []string) bool {
 			return !slices.ContainsFunc(want, func(w string) bool { return !slices.Contains(cells, w) })
 		}) {
