@@ -38,7 +38,7 @@ func TestMemo(t *testing.T) {
 			alone[d] = mustGradeWith(t, grade.New(backend(), grade.Options{}), in, d)
 		}
 		key := func(g grade.Grade) []any {
-			return []any{g.Reward, g.Outcome, g.F2PPassed, g.F2PFailed, g.P2PPassed, g.P2PFailed, g.ExitCode, g.Infra, len(g.Flags)}
+			return []any{g.Reward, g.Outcome, g.F2PPassed, g.F2PFailed, g.P2PPassed, g.P2PFailed, g.ExitCode, g.Infra, g.Flags}
 		}
 		for i, g := range got {
 			if errs[i] != nil {
