@@ -524,7 +524,7 @@ func (l *looper) eval(ctx context.Context, dir string) (EvalResult, error) {
 				if mode == ModeGreedy {
 					p1, ci = e.Greedy, e.GreedyCI95
 				}
-				iv := interval(r)
+				iv := stats.Pass1Interval(r.PerTask)
 				set(p1, r.Harness, split, r.Pass1)
 				set(ci, r.Harness, split, iv)
 				if mode == ModeT1 {
@@ -643,29 +643,6 @@ func template(in tasks.Instance) string { return in.Template }
 func untemplated(byTemplate map[string]float64) bool {
 	_, ok := byTemplate[""]
 	return ok
-}
-
-// interval is the 95% interval of an eval row's pass@1: Wilson's for one
-// rollout per task, else the normal interval of the per-task rates.
-func interval(r transforms.EvalRow) [2]float64 {
-	rates := make([]float64, 0, len(r.PerTask))
-	k, binary := 0, true
-	for _, v := range r.PerTask {
-		rates = append(rates, v)
-		switch v {
-		case 1:
-			k++
-		case 0:
-		default:
-			binary = false
-		}
-	}
-	if binary {
-		lo, hi := stats.Wilson(k, len(rates))
-		return [2]float64{lo, hi}
-	}
-	_, lo, hi := stats.Mean(rates)
-	return [2]float64{max(0, lo), min(1, hi)}
 }
 
 func set[V any](m map[string]map[string]V, a, b string, v V) {

@@ -35,18 +35,7 @@ func compare(first, last EvalResult) []Comparison {
 				if !ok {
 					continue
 				}
-				ids := make([]string, 0, len(before))
-				for id := range before {
-					if _, ok := after[id]; ok {
-						ids = append(ids, id)
-					}
-				}
-				sort.Strings(ids)
-				b, a := make([]float64, len(ids)), make([]float64, len(ids))
-				for i, id := range ids {
-					b[i], a[i] = before[id], after[id]
-				}
-				c := Comparison{Harness: h, Split: split, Mode: mode, Paired: stats.ComparePaired(b, a)}
+				c := Comparison{Harness: h, Split: split, Mode: mode, Paired: stats.PairTasks(before, after)}
 				c.Before, c.BeforeCI = first.pass1(mode, h, split)
 				c.After, c.AfterCI = last.pass1(mode, h, split)
 				out = append(out, c)

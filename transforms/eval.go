@@ -84,7 +84,30 @@ type EvalTable struct {
 	RunID     string
 	Iteration int32
 	K         int
-	Rows      []EvalRow
+	// Decoding is how the policy sampled (DecodingT1, DecodingGreedy or
+	// "top-k N"), and Splits the task splits evaluated, so that a paired
+	// comparison of two evals can refuse to pair unlike ones. Tables
+	// stored before they were recorded have neither.
+	Decoding string   `json:",omitempty"`
+	Splits   []string `json:",omitempty"`
+	Rows     []EvalRow
+}
+
+// The decodings of an eval: every token at temperature 1, or greedy.
+const (
+	DecodingT1     = "t1"
+	DecodingGreedy = "greedy"
+)
+
+// Decoding names the decoding of a rollout config's TopK.
+func Decoding(topK int) string {
+	switch topK {
+	case 0:
+		return DecodingT1
+	case 1:
+		return DecodingGreedy
+	}
+	return fmt.Sprintf("top-k %d", topK)
 }
 
 // EvalReportKey is the key of an eval's stored table.
@@ -110,18 +133,20 @@ func (f *tagFn) ProcessElement(r GroupResult, emit func(EvalRollout)) {
 }
 
 // StoreEvalTable computes pass@1 (and pass@K) per harness once the
-// harnesses' commits are done, stores the table (EvalReportKey) and returns
-// a PCollection<EvalTable> of one element. It expects a
+// harnesses' commits are done, stores the table (EvalReportKey), labelled
+// with its decoding and the splits evaluated, and returns a
+// PCollection<EvalTable> of one element. It expects a
 // PCollection<EvalRollout> and the PCollection<Report> of the commits.
-func StoreEvalTable(s beam.Scope, cfg Config, k int, rollouts, reports beam.PCollection) beam.PCollection {
+func StoreEvalTable(s beam.Scope, cfg Config, k int, splits []string, rollouts, reports beam.PCollection) beam.PCollection {
 	s = s.Scope("transforms.StoreEvalTable")
-	return beam.ParDo(s, &evalTableFn{Cfg: cfg.WithDefaults(), K: k}, beam.Impulse(s),
+	return beam.ParDo(s, &evalTableFn{Cfg: cfg.WithDefaults(), K: k, Splits: splits}, beam.Impulse(s),
 		beam.SideInput{Input: rollouts}, beam.SideInput{Input: reports})
 }
 
 type evalTableFn struct {
-	Cfg Config
-	K   int
+	Cfg    Config
+	K      int
+	Splits []string
 }
 
 func (f *evalTableFn) ProcessElement(ctx context.Context, _ []byte, rollouts func(*EvalRollout) bool, reports func(*Report) bool, emit func(EvalTable)) error {
@@ -134,6 +159,7 @@ func (f *evalTableFn) ProcessElement(ctx context.Context, _ []byte, rollouts fun
 	for reports(&rep) { // the commits are done: their accounting held
 	}
 	t := Table(f.Cfg.RunID, f.Cfg.Iteration, f.K, rs)
+	t.Decoding, t.Splits = Decoding(f.Cfg.TopK), f.Splits
 	st, err := storage.Open(ctx, f.Cfg.Store, currentStoreOptions(f.Cfg))
 	if err != nil {
 		return err

@@ -36,6 +36,7 @@ func commands() map[string]command {
 		"sandbox":   {"run a command in a fresh sandbox (exec), or grade a diff against hidden tests (grade)", runSandbox},
 		"serve":     {"serve the policy over OpenAI and Anthropic APIs (engine + proxy), recording what it generates", runServe},
 		"audit":     {"re-verify a stored run: file hashes, rows, schemas, checkpoint lineage, recomputed logprobs", runAudit},
+		"compare":   {"the paired change of pass@1 between two stored evals of the same tasks, with its 95% interval and McNemar's test", runCompare},
 		"eval":      {"pass@1 (and pass@k) of a policy per harness on held-out tasks, as a Beam pipeline", runEval},
 		"beam":      {"a Prism job server or an SDK worker pool, for pipelines spread over processes or machines", runBeam},
 		"rollout":   {"run agent episodes against a policy checkpoint: one task (--task), or a suite, G per task, as a Beam pipeline", runRollout},

@@ -4,7 +4,10 @@
 // exact McNemar test on the tasks that changed.
 package stats
 
-import "math"
+import (
+	"math"
+	"sort"
+)
 
 // z95 is the two-sided 95% normal quantile.
 const z95 = 1.959963984540054
@@ -104,4 +107,46 @@ func McNemar(b, c int) float64 {
 func lgamma(x int) float64 {
 	v, _ := math.Lgamma(float64(x))
 	return v
+}
+
+// PairTasks compares two evals' per-task pass rates (task id -> rate),
+// paired on the tasks both graded, in task-id order; tasks only one of
+// them graded are left out.
+func PairTasks(before, after map[string]float64) Paired {
+	ids := make([]string, 0, len(before))
+	for id := range before {
+		if _, ok := after[id]; ok {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	b, a := make([]float64, len(ids)), make([]float64, len(ids))
+	for i, id := range ids {
+		b[i], a[i] = before[id], after[id]
+	}
+	return ComparePaired(b, a)
+}
+
+// Pass1Interval is the 95% interval of pass@1 from per-task pass rates:
+// Wilson's when every rate is 0 or 1 (one rollout per task), else the
+// normal interval of the rates, kept inside [0, 1].
+func Pass1Interval(perTask map[string]float64) [2]float64 {
+	rates := make([]float64, 0, len(perTask))
+	k, binary := 0, true
+	for _, v := range perTask {
+		rates = append(rates, v)
+		switch v {
+		case 1:
+			k++
+		case 0:
+		default:
+			binary = false
+		}
+	}
+	if binary {
+		lo, hi := Wilson(k, len(rates))
+		return [2]float64{lo, hi}
+	}
+	_, lo, hi := Mean(rates)
+	return [2]float64{max(0, lo), min(1, hi)}
 }

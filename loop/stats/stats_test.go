@@ -65,3 +65,39 @@ func TestComparePaired(t *testing.T) {
 		t.Fatalf("no change: %+v", same)
 	}
 }
+
+func TestPairTasks(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		before, after map[string]float64
+		tasks         int
+		diff          float64
+		gained, lost  int
+	}{
+		{"same tasks", map[string]float64{"a": 0, "b": 1, "c": 0}, map[string]float64{"a": 1, "b": 1, "c": 1}, 3, 2.0 / 3, 2, 0},
+		{"only shared tasks pair", map[string]float64{"a": 0, "b": 1, "x": 1}, map[string]float64{"a": 1, "b": 0, "y": 0}, 2, 0, 1, 1},
+		{"rates cross 0.5", map[string]float64{"a": 0.25, "b": 0.75}, map[string]float64{"a": 0.5, "b": 0.5}, 2, 0, 1, 0},
+		{"nothing shared", map[string]float64{"a": 1}, map[string]float64{"b": 1}, 0, 0, 0, 0},
+	} {
+		p := PairTasks(tc.before, tc.after)
+		if p.Tasks != tc.tasks || !near(p.Diff, tc.diff, 1e-12) || p.Gained != tc.gained || p.Lost != tc.lost {
+			t.Errorf("%s: %+v, want %d tasks, diff %.3f, %d gained, %d lost", tc.name, p, tc.tasks, tc.diff, tc.gained, tc.lost)
+		}
+	}
+}
+
+func TestPass1Interval(t *testing.T) {
+	binary := map[string]float64{}
+	for i := range 400 {
+		binary[string(rune('a'+i%26))+string(rune('0'+i/26))] = float64(i % 10 / 9) // 40 of 400 passed
+	}
+	lo, hi := Wilson(40, 400)
+	if iv := Pass1Interval(binary); iv != [2]float64{lo, hi} {
+		t.Errorf("0/1 rates: %v, want Wilson's [%.4f, %.4f]", iv, lo, hi)
+	}
+	rates := map[string]float64{"a": 0.125, "b": 0, "c": 0, "d": 0.5}
+	_, mlo, mhi := Mean([]float64{0.125, 0, 0, 0.5})
+	if iv := Pass1Interval(rates); iv != [2]float64{0, mhi} || mlo >= 0 {
+		t.Errorf("fractional rates: %v, want the normal interval [%.4f, %.4f] cut at 0", iv, mlo, mhi)
+	}
+}

@@ -63,7 +63,7 @@ func Build(s beam.Scope, opt Options) beam.PCollection {
 		reports = append(reports, transforms.Commit(hs, cfg, groups, results, rejected))
 		tagged = append(tagged, transforms.TagHarness(hs, h, results))
 	}
-	return transforms.StoreEvalTable(s, opt.Config, opt.Config.Group, beam.Flatten(s, tagged...), beam.Flatten(s, reports...))
+	return transforms.StoreEvalTable(s, opt.Config, opt.Config.Group, opt.Splits, beam.Flatten(s, tagged...), beam.Flatten(s, reports...))
 }
 
 // Run checks the options, runs the eval and returns its table.
