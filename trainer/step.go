@@ -76,6 +76,7 @@ type StepResult struct {
 // backward pass adds its gradient, then the gradient is clipped and AdamW
 // steps at the warm-up learning rate. old[i] holds sample i's logprobs
 // under the weights at the start of the iteration (from Recompute).
+// With cfg.SharedPrefix a micro-batch's common leading tokens run once.
 // progress, when not nil, is called after each micro-batch.
 func (t *Trainer) Step(samples []Sample, old [][]float32, progress func(done, total int)) (StepResult, error) {
 	start := time.Now()
@@ -110,6 +111,10 @@ func (t *Trainer) Step(samples []Sample, old [][]float32, progress func(done, to
 		lossFn = GSPOWeights
 	}
 	replay := !t.cfg.NoReplay
+	backward := t.m.BackwardFunc
+	if t.cfg.SharedPrefix {
+		backward = t.m.BackwardSharedPrefix
+	}
 	stats := make([]LossStats, len(samples))
 	t.g.Zero()
 	batches := Pack(tokens, t.cfg.MicroBatchTokens)
@@ -119,7 +124,7 @@ func (t *Trainer) Step(samples []Sample, old [][]float32, progress func(done, to
 			seqs[j] = samples[i].sequence(replay)
 			res.Tokens += tokens[i]
 		}
-		_, err := t.m.BackwardFunc(seqs, func(j int, newLP []float32) []float32 {
+		_, err := backward(seqs, func(j int, newLP []float32) []float32 {
 			i := mb[j]
 			s := &samples[i]
 			w, st := lossFn(LossInput{New: newLP, Old: old[i], Rollout: s.Logprobs, Mask: s.Mask, Advantage: s.Advantage}, p)

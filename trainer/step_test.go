@@ -301,3 +301,64 @@ func TestMismatchedLengthsAreErrors(t *testing.T) {
 		t.Error("a failed step changed the weights")
 	}
 }
+
+// TestSharedPrefixStep: with SharedPrefix, a step over sequences that
+// start with the same tokens gives the loss statistics, gradient norm and
+// updated weights (the logprobs they give) of a step without it, up to
+// float32 rounding; over sequences with nothing in common it is the same
+// step, bit for bit.
+func TestSharedPrefixStep(t *testing.T) {
+	for _, shared := range []bool{true, false} {
+		var results []trainer.StepResult
+		var ws [][]byte
+		var before, after [][][]float32
+		for _, on := range []bool{false, true} {
+			m := tinyModel(t, false, 6)
+			it := makeIteration(t, m, "sp", 0, 0, shape{prompt: 12, turns: 3, sampled: 5, obs: 3, temperature: 0.7}, stepGroups, 11)
+			samples := it.samples()
+			if shared {
+				for i := range samples { // a system prompt of 9 tokens
+					copy(samples[i].Prompt, samples[0].Prompt[:9])
+				}
+			}
+			adv, _ := trainer.Advantages(it.data().Rollouts, true)
+			trainer.SetAdvantages(samples, adv)
+			old, err := trainer.Recompute(m, samples, 1<<20, true, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := newTrainer(t, m, trainer.Config{LR: 1e-3, SharedPrefix: on}).Step(samples, old, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lp, err := trainer.Recompute(m, samples, 1<<20, true, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			results, ws = append(results, r), append(ws, weights(t, m))
+			before, after = append(before, old), append(after, lp)
+		}
+		a, b := results[0], results[1]
+		if !shared {
+			if a.Stats != b.Stats || a.GradNorm != b.GradNorm || !bytes.Equal(ws[0], ws[1]) {
+				t.Errorf("no shared tokens: the step differs with SharedPrefix: %+v vs %+v", a, b)
+			}
+			continue
+		}
+		if a.Stats.Tokens != b.Stats.Tokens || a.Tokens != b.Tokens || b.GradNorm == 0 ||
+			math.Abs(a.GradNorm-b.GradNorm) > 1e-5*a.GradNorm || math.Abs(a.Stats.Loss-b.Stats.Loss) > 1e-6*math.Max(1, math.Abs(a.Stats.Loss)) {
+			t.Errorf("shared prefix: %+v, want %+v up to rounding", b, a)
+		}
+		moved, apart := 0.0, 0.0
+		for i := range after[0] {
+			for j := range after[0][i] {
+				moved = math.Max(moved, math.Abs(float64(after[0][i][j]-before[0][i][j])))
+				apart = math.Max(apart, math.Abs(float64(after[0][i][j]-after[1][i][j])))
+			}
+		}
+		t.Logf("moved %g, apart %g", moved, apart)
+		if apart > 1e-5 || moved < 1e3*apart || moved == 0 {
+			t.Errorf("the step moved logprobs by up to %g; with and without SharedPrefix they end %g apart", moved, apart)
+		}
+	}
+}
