@@ -101,12 +101,13 @@ type Config struct {
 	// sequence goes alone. Defaults to 16384.
 	MicroBatchTokens int `json:"micro_batch_tokens"`
 	// SharedPrefix runs the tokens every sequence of a micro-batch starts
-	// with (an agent's system prompt and tool schemas, a task's statement
-	// across its group) once per micro-batch instead of once per sequence
-	// (model.BackwardSharedPrefix), as SFT's shared_prefix does. Losses and
-	// gradients equal those without it up to float32 rounding, not
-	// bitwise, so it is off by default and a config without it hashes as
-	// before.
+	// with (an agent's system prompt and tool schemas) once per
+	// micro-batch instead of once per sequence, in the recomputation
+	// (model.LogprobsSharedPrefix) and the steps
+	// (model.BackwardSharedPrefix), as SFT's shared_prefix does.
+	// Logprobs, losses and gradients equal those without it up to float32
+	// rounding, not bitwise, so it is off by default and a config without
+	// it hashes as before.
 	SharedPrefix bool `json:"shared_prefix,omitempty"`
 	// Seed fixes the shuffle; with the same data, weights and config the
 	// update is bitwise identical on the same machine. Defaults to 0.

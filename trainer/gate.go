@@ -16,6 +16,16 @@ import (
 // the samples done so far. A sample of an MoE model without recorded routes
 // cannot be replayed: that is an ErrData error naming its row.
 func Recompute(m *model.Model, samples []Sample, budget int, replay bool, progress func(done, total int)) ([][]float32, error) {
+	return recompute(m, samples, budget, replay, false, progress)
+}
+
+// recompute is Recompute; with shared, each micro-batch's common leading
+// tokens run once (model.LogprobsSharedPrefix, Config.SharedPrefix).
+func recompute(m *model.Model, samples []Sample, budget int, replay, shared bool, progress func(done, total int)) ([][]float32, error) {
+	logprobs := m.Logprobs
+	if shared {
+		logprobs = m.LogprobsSharedPrefix
+	}
 	moe := m.Config().MoELayers() > 0
 	tokens := make([]int, len(samples))
 	for i := range samples {
@@ -32,7 +42,7 @@ func Recompute(m *model.Model, samples []Sample, budget int, replay bool, progre
 		for j, i := range mb {
 			seqs[j] = samples[i].sequence(replay)
 		}
-		res, err := m.Logprobs(seqs)
+		res, err := logprobs(seqs)
 		if err != nil {
 			return nil, fmt.Errorf("trainer: recompute (micro-batch starting with %s): %w", samples[mb[0]].Source, err)
 		}

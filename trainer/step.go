@@ -194,7 +194,7 @@ func (t *Trainer) Iteration(d *Data, version int64, progress func(Progress)) (*I
 	res.Groups = groups
 	SetAdvantages(d.Samples, adv)
 	start := time.Now()
-	rec, err := Recompute(t.m, d.Samples, t.cfg.MicroBatchTokens, !t.cfg.NoReplay, func(done, total int) {
+	rec, err := recompute(t.m, d.Samples, t.cfg.MicroBatchTokens, !t.cfg.NoReplay, t.cfg.SharedPrefix, func(done, total int) {
 		report(Progress{Phase: "recompute", Done: done, Total: total})
 	})
 	if err != nil {

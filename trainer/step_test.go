@@ -362,3 +362,34 @@ func TestSharedPrefixStep(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedPrefixIteration: a whole update with SharedPrefix recomputes
+// the logprobs of one without it up to float32 rounding and trains the
+// same samples.
+func TestSharedPrefixIteration(t *testing.T) {
+	var res []*trainer.IterationResult
+	for _, on := range []bool{false, true} {
+		m := tinyModel(t, false, 6)
+		it := makeIteration(t, m, "spi", 0, 0, shape{prompt: 12, turns: 3, sampled: 5, obs: 3, temperature: 0.7}, stepGroups, 12)
+		d := it.data()
+		for i := range d.Samples {
+			copy(d.Samples[i].Prompt, d.Samples[0].Prompt[:9])
+		}
+		r, err := newTrainer(t, m, trainer.Config{LR: 1e-3, Steps: 2, MinPearson: -1, SharedPrefix: on}).Iteration(d, 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res = append(res, r)
+	}
+	a, b := res[0], res[1]
+	if a.Trained != b.Trained || a.Trained == 0 || len(a.Steps) != len(b.Steps) || a.RecomputeTokens != b.RecomputeTokens {
+		t.Fatalf("trained %d vs %d samples in %d vs %d steps", a.Trained, b.Trained, len(a.Steps), len(b.Steps))
+	}
+	for i := range a.Recomputed {
+		for j, v := range a.Recomputed[i] {
+			if w := b.Recomputed[i][j]; math.Abs(float64(v-w)) > 1e-5 {
+				t.Fatalf("sample %d token %d: recomputed %v, %v with SharedPrefix", i, j, v, w)
+			}
+		}
+	}
+}

@@ -134,12 +134,7 @@ func addTo[T Float](dst, src []T) {
 // into bufs[0] with the sum, in worker order, of what every sequence sent
 // back to its keys and values. block is the attention's row block.
 func sharedBackward[T Float](o backend.Ops[T], c *Config, p *params[T], support int, seqs []Sequence, n, block int, weights WeightFunc, bufs []*params[T]) ([]Result, error) {
-	s0 := seqs[0]
-	pre := &pass[T]{c: c, ops: o, p: p, V: support, ids: s0.Prompt[:n:n], block: block, S: n, P: n, temp: 1,
-		train: true, shared: true, rope: newRope[T](n, c.HeadDim, c.RopeTheta)}
-	if s0.Routing != nil {
-		pre.replay = s0.Routing[:n]
-	}
+	pre := prefixPass(o, c, p, support, seqs[0], n, block)
 	pre.forward()
 	workers := len(bufs)
 	dkv := make([]*kvGrad[T], workers)
@@ -178,6 +173,59 @@ func sharedBackward[T Float](o backend.Ops[T], c *Config, p *params[T], support 
 	pre.dkv = dkv[0]
 	pre.backward(bufs[0])
 	return out, nil
+}
+
+// prefixPass returns the pass of the first n tokens of s as a shared
+// prefix: it keeps every layer's keys and values for the passes after it
+// and computes no logprob.
+func prefixPass[T Float](o backend.Ops[T], c *Config, p *params[T], support int, s Sequence, n, block int) *pass[T] {
+	pre := &pass[T]{c: c, ops: o, p: p, V: support, ids: s.Prompt[:n:n], block: block, S: n, P: n, temp: 1,
+		train: true, shared: true, rope: newRope[T](n, c.HeadDim, c.RopeTheta)}
+	if s.Routing != nil {
+		pre.replay = s.Routing[:n]
+	}
+	return pre
+}
+
+// LogprobsSharedPrefix is Logprobs for a batch whose sequences start with
+// the same tokens (found as BackwardSharedPrefix finds them): the prefix's
+// layers run once, then each sequence's own tokens run after it,
+// attending to its keys and values. It is the trainer's recomputation of
+// a micro-batch under one system prompt. Results equal Logprobs' up to
+// float32 rounding, not bitwise; each sequence's pass is its own, so they
+// do not depend on scheduling. Without a shared token it is Logprobs.
+func (m *Model) LogprobsSharedPrefix(seqs []Sequence) ([]Result, error) {
+	for i, s := range seqs {
+		if err := m.cfg.check(i, s, m.support); err != nil {
+			return nil, err
+		}
+	}
+	n := sharedPrefix(seqs)
+	if n == 0 {
+		return m.Logprobs(seqs)
+	}
+	out := sharedForward(m.be, &m.cfg, m.p, m.support, seqs, n, attnBlock)
+	if err := m.backendErr(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// sharedForward runs the forward passes of seqs sharing their first n
+// tokens: the prefix's pass, then the sequences' passes after it, in
+// parallel.
+func sharedForward[T Float](o backend.Ops[T], c *Config, p *params[T], support int, seqs []Sequence, n, block int) []Result {
+	pre := prefixPass(o, c, p, support, seqs[0], n, block)
+	pre.forward()
+	out := make([]Result, len(seqs))
+	backend.ParallelFor(len(seqs), func(i int) {
+		ps := pre.suffix(seqs[i])
+		ps.train = false
+		ps.forward()
+		out[i] = toResult(ps)
+		out[i].Routing = joinRoutes(pre.routes, ps.routes)
+	})
+	return out
 }
 
 // suffix returns the training pass of s's tokens after the shared prefix

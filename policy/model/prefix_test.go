@@ -262,3 +262,55 @@ func TestBackwardSharedPrefixErrors(t *testing.T) {
 		t.Fatalf("no shared prefix: gradient differs from BackwardFunc's: %v", err)
 	}
 }
+
+// TestLogprobsSharedPrefix compares LogprobsSharedPrefix with Logprobs,
+// dense and MoE, on the test batches and on one past the attention block:
+// logprobs agree to float32 rounding and routing is the same; a batch with
+// nothing in common gives Logprobs' results bit for bit.
+func TestLogprobsSharedPrefix(t *testing.T) {
+	batches := append(prefixBatches[:len(prefixBatches):len(prefixBatches)],
+		prefixBatch{"past the attention block", 70, [][2]int{{5, 80}, {66, 10}, {0, 70}}})
+	for ci, tc := range prefixConfigs {
+		for bi, b := range batches {
+			t.Run(tc.name+"/"+b.name, func(t *testing.T) {
+				c := tc.cfg
+				m := &Model{cfg: c, p: randomParams[float32](c, uint64(ci+40)), be: backend.NewCPU(), support: c.VocabSize}
+				seqs, _ := makePrefixBatch(c, b, tc.replay, uint64(10*ci+bi+200))
+				want, err := m.Logprobs(seqs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := m.LogprobsSharedPrefix(seqs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range seqs {
+					if len(got[i].Logprobs) != len(seqs[i].Completion) {
+						t.Fatalf("sequence %d: %d logprobs for %d tokens", i, len(got[i].Logprobs), len(seqs[i].Completion))
+					}
+					for k, v := range got[i].Logprobs {
+						if w := want[i].Logprobs[k]; math.Abs(float64(v-w)) > 2e-5*math.Max(1, math.Abs(float64(w))) {
+							t.Errorf("sequence %d token %d: logprob %g, want %g", i, k, v, w)
+						}
+					}
+					if fmt.Sprint(got[i].Routing) != fmt.Sprint(want[i].Routing) {
+						t.Errorf("sequence %d: routing differs", i)
+					}
+				}
+			})
+		}
+	}
+	c := tinyDense(true)
+	m := &Model{cfg: c, p: randomParams[float32](c, 70), be: backend.NewCPU(), support: c.VocabSize}
+	seqs, _ := makePrefixBatch(c, prefixBatches[3], false, 71)
+	seqs[1].Prompt[0] = (seqs[0].Prompt[0] + 1) % int32(c.VocabSize)
+	want, _ := m.Logprobs(seqs)
+	got, err := m.LogprobsSharedPrefix(seqs)
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("no shared prefix: %v, results differ from Logprobs'", err)
+	}
+	seqs[0].Completion = append(seqs[0].Completion, int32(c.VocabSize))
+	if _, err := m.LogprobsSharedPrefix(seqs); !errors.Is(err, ErrInput) {
+		t.Errorf("a token past the vocabulary: %v, want ErrInput", err)
+	}
+}

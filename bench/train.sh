@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# train.sh: seconds of one `legorl train` update of a tools-agent iteration,
+# with and without train.shared_prefix, side by side in one run.
+#
+# The work is fixed: the committed tools starter (policy/starter/tools-sft)
+# rolls out the first 16 training tasks of a 400-instance built-in Python
+# suite (seed 1), G = 8 each, 4 at once, at most 4 turns and 128 tokens a
+# reply, once; then `legorl train` updates on those rollouts with the
+# tools results runs' settings (lr 3e-4, 4 optimizer steps), alternating
+# shared_prefix off and on ROUNDS times, each on its own copy of the store,
+# so both see the same machine. The figures are the update's wall and CPU
+# seconds (/usr/bin/time) and the train and recompute tokens per second it
+# prints (every token of every sequence counted, prompts included, so the
+# two sides count the same tokens); the ratios are the result.
+#
+# Usage: bench/train.sh                 (from the repository root, after make build)
+#        ROUNDS=3 WORK=/tmp/x bench/train.sh
+set -euo pipefail
+rounds=${ROUNDS:-3}
+root=$(git rev-parse --show-toplevel)
+work=${WORK:-$root/legorl-work/bench-train}
+bin=$root/bin
+policy=$root/policy/starter/tools-sft
+[ -x "$bin/legorl" ] || { echo "bench-train: $bin/legorl is missing: run make build first" >&2; exit 1; }
+rm -rf "$work"
+mkdir -p "$work"
+
+"$bin/legorl" tasks generate --n 400 --seed 1 --languages python --out "$work/suite" >/dev/null
+python3 - "$work/suite" <<'EOF'
+import json, sys
+suite = sys.argv[1]
+train = [l for l in open(f"{suite}/tasks.jsonl") if json.loads(l).get("split") == "train"][:16]
+assert len(train) == 16, f"{len(train)} training tasks"
+open(f"{suite}/bench.jsonl", "w").writelines(train)
+EOF
+echo "bench-train: rolling out 16 tasks x 8 with the tools starter" >&2
+"$bin/legorl" rollout --tasks "$work/suite/bench.jsonl" --split train --policy "$policy" --harness tools --run bench \
+	--iteration 0 --group 8 --parallel 4 --max-turns 4 --max-tokens 128 --store "file://$work/store" >"$work/rollout.log" 2>&1 ||
+	{ echo "bench-train: the rollouts failed; see $work/rollout.log" >&2; exit 1; }
+
+printf 'round shared_prefix wall_s cpu_s train_tok_s recompute_tok_s\n' | tee "$work/results.txt"
+for r in $(seq 1 "$rounds"); do
+	for side in off on; do
+		out="$work/$side/r$r"
+		mkdir -p "$out"
+		cp -r "$work/store" "$out/store"
+		flag=false
+		[ "$side" = on ] && flag=true
+		printf '{"lr": 0.0003, "steps": 4, "shared_prefix": %s}\n' "$flag" >"$out/train.json"
+		/usr/bin/time -o "$out/time" -f '%e %U %S' \
+			"$bin/legorl" train --store "file://$out/store" --run bench --iteration 0 --policy "$policy" \
+			--out "$out/ckpt" --config "$out/train.json" >"$out/log.txt" 2>&1 ||
+			{ echo "bench-train: train ($side, round $r) failed; see $out/log.txt" >&2; exit 1; }
+		read -r wall user sys <"$out/time"
+		tt=$(grep -o '[0-9]* train tokens/s' "$out/log.txt" | cut -d' ' -f1)
+		rt=$(grep -o '[0-9]* recompute tokens/s' "$out/log.txt" | cut -d' ' -f1)
+		awk -v r="$r" -v s="$side" -v w="$wall" -v u="$user" -v y="$sys" -v tt="$tt" -v rt="$rt" \
+			'BEGIN { printf "%s %s %.1f %.1f %d %d\n", r, s, w, u+y, tt, rt }' | tee -a "$work/results.txt"
+	done
+done
+awk 'NR > 1 && NF == 6 { w[$2] += $3; c[$2] += $4; t[$2] += $5; k[$2]++ }
+	END { printf "shared_prefix on / off: update wall time %.2fx, CPU time %.2fx, train tokens/s %.2fx\n",
+		(w["on"]/k["on"])/(w["off"]/k["off"]), (c["on"]/k["on"])/(c["off"]/k["off"]), (t["on"]/k["on"])/(t["off"]/k["off"]) }' \
+	"$work/results.txt" | tee -a "$work/results.txt"
