@@ -499,7 +499,10 @@ func TestRunConfigErrors(t *testing.T) {
 // summary, RESULTS.md has a line naming NAME.json with the cells
 // scripts/results/rows.py prints for it ("before -> after", the difference
 // and its interval, McNemar's p, tasks, iterations, lowest gate Pearson).
-// The checker itself is tested on a summary the document contradicts, one
+// The same holds for a measurement made after a run, `legorl compare
+// --out` of two evals of its policies (docs/results/NAME/*.compare.json),
+// whose rows take the iterations and Pearson from NAME.summary.json. The
+// checker itself is tested on a summary the document contradicts, one
 // cell at a time.
 func TestResultsMatchSummaries(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/RESULTS.md")
@@ -513,6 +516,36 @@ func TestResultsMatchSummaries(t *testing.T) {
 			t.Fatal(err)
 		}
 		if bad := resultsMismatch(string(doc), strings.TrimSuffix(filepath.Base(f), ".summary.json")+".json", b); bad != "" {
+			t.Errorf("%s: %s", f, bad)
+		}
+	}
+	compares, _ := filepath.Glob("../../docs/results/*/*.compare.json")
+	for _, f := range compares {
+		run := filepath.Base(filepath.Dir(f))
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c struct {
+			Comparisons []json.RawMessage `json:"comparisons"`
+		}
+		var s struct {
+			Iterations json.RawMessage `json:"iterations"`
+		}
+		sb, err := os.ReadFile(filepath.Join(filepath.Dir(f), "..", run+".summary.json"))
+		if err != nil {
+			t.Errorf("%s: the run's summary: %v", f, err)
+			continue
+		}
+		if err := json.Unmarshal(b, &c); err != nil || len(c.Comparisons) == 0 {
+			t.Errorf("%s: no comparisons: %v", f, err)
+			continue
+		}
+		if err := json.Unmarshal(sb, &s); err != nil {
+			t.Fatal(err)
+		}
+		merged, _ := json.Marshal(map[string]any{"comparisons": c.Comparisons, "iterations": s.Iterations})
+		if bad := resultsMismatch(string(doc), run+".json", merged); bad != "" {
 			t.Errorf("%s: %s", f, bad)
 		}
 	}

@@ -2,13 +2,17 @@
 """Print docs/RESULTS.md's before/after rows from the committed summaries.
 
 Usage: scripts/results/rows.py docs/results/NAME.summary.json...
+       scripts/results/rows.py docs/results/NAME/WHAT.compare.json...
 
 One markdown row per comparison in each summary (the summary.json that
 `legorl run --config docs/results/NAME.json` writes into its work folder):
 config, harness, split, mode, pass@1 before -> after, the paired difference
 with its 95% interval, McNemar's p, tasks, iterations, the lowest gate
-Pearson of the updates. cmd/legorl TestResultsMatchSummaries checks that
-RESULTS.md holds these cells.
+Pearson of the updates. A WHAT.compare.json (`legorl compare --out` of two
+evals of a run's policies, made after the run) gives its comparisons, with
+the iterations and Pearson of the run's docs/results/NAME.summary.json.
+cmd/legorl TestResultsMatchSummaries checks that RESULTS.md holds these
+cells.
 """
 import json
 import os
@@ -18,8 +22,13 @@ print("| config | harness | split | mode | pass@1 before -> after | difference [
 print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for path in sys.argv[1:]:
     s = json.load(open(path))
-    config = os.path.basename(path).removesuffix(".summary.json") + ".json"
-    its = s.get("iterations") or []
+    if path.endswith(".compare.json"):
+        run = os.path.basename(os.path.dirname(os.path.abspath(path)))
+        config = run + ".json"
+        its = json.load(open(os.path.join(os.path.dirname(path), "..", run + ".summary.json"))).get("iterations") or []
+    else:
+        config = os.path.basename(path).removesuffix(".summary.json") + ".json"
+        its = s.get("iterations") or []
     pearson = min((it["pearson"] for it in its if it.get("trained")), default=None)
     for c in s.get("comparisons") or []:
         print("| `%s` | %s | %s | %s | %.3f -> %.3f | %+.3f [%+.3f, %+.3f] | %.2g | %d | %d | %s |" % (
