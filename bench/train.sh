@@ -3,7 +3,7 @@
 # with and without train.shared_prefix, side by side in one run.
 #
 # The work is fixed: the committed tools starter (policy/starter/tools-sft)
-# rolls out the first 16 training tasks of a 400-instance built-in Python
+# rolls out the first 32 training tasks of a 400-instance built-in Python
 # suite (seed 1), G = 8 each, 4 at once, at most 4 turns and 128 tokens a
 # reply, once; then `legorl train` updates on those rollouts with the
 # tools results runs' settings (lr 3e-4, 4 optimizer steps), alternating
@@ -29,11 +29,11 @@ mkdir -p "$work"
 python3 - "$work/suite" <<'EOF'
 import json, sys
 suite = sys.argv[1]
-train = [l for l in open(f"{suite}/tasks.jsonl") if json.loads(l).get("split") == "train"][:16]
-assert len(train) == 16, f"{len(train)} training tasks"
+train = [l for l in open(f"{suite}/tasks.jsonl") if json.loads(l).get("split") == "train"][:32]
+assert len(train) == 32, f"{len(train)} training tasks"
 open(f"{suite}/bench.jsonl", "w").writelines(train)
 EOF
-echo "bench-train: rolling out 16 tasks x 8 with the tools starter" >&2
+echo "bench-train: rolling out 32 tasks x 8 with the tools starter" >&2
 "$bin/legorl" rollout --tasks "$work/suite/bench.jsonl" --split train --policy "$policy" --harness tools --run bench \
 	--iteration 0 --group 8 --parallel 4 --max-turns 4 --max-tokens 128 --store "file://$work/store" >"$work/rollout.log" 2>&1 ||
 	{ echo "bench-train: the rollouts failed; see $work/rollout.log" >&2; exit 1; }
