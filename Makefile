@@ -33,7 +33,7 @@ FUZZTIME ?= 20s
 TEST_FUZZEXECS ?= 20000x
 
 .DEFAULT_GOAL := help
-.PHONY: help demo starter chaos test test-harnesses test-minio build tools lint fuzz bench clean jinja-ref torch-ref pytest-ref docker-up docker-down bench-deps bench-sgemm bench-train bench-loop cuda-headers cuda-build cuda-emu ptx ptx-check device-bundle device-check
+.PHONY: help demo starter chaos test test-harnesses test-minio build tools lint fuzz bench clean jinja-ref torch-ref pytest-ref docker-up docker-down bench-deps bench-sgemm bench-train bench-update bench-loop cuda-headers cuda-build cuda-emu ptx ptx-check device-bundle device-check
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_%/-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -222,6 +222,9 @@ bench-sgemm: bench-deps ## Sgemm vs FMA peak, gonum, OpenBLAS and PyTorch, same 
 
 bench-train: bench-deps ## tiny-config training step and logprob forward: Go model vs PyTorch, alternating in one run, per CPU-second
 	/usr/bin/python3 bench/model_side_by_side.py --rounds 3 --threads 1,2
+
+bench-update: build ## seconds of an RL update of 256 tools rollouts with and without train.shared_prefix, alternating in one run
+	bench/train.sh
 
 bench-loop: ## rollouts/min of a fixed legorl run iteration (bash starter, 16 tasks x G=8): this tree vs BASE (default 749b4ce), alternating in one run
 	bench/loop.sh $(BASE)
