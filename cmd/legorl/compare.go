@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -121,7 +122,7 @@ func parseEvalRef(flag, s string) (evalRef, error) {
 // stores its own; job ids start with the time) and records its key in
 // ref.
 func readEvalTable(ctx context.Context, st storage.Store, ref *evalRef) (transforms.EvalTable, error) {
-	prefix := strings.TrimSuffix(transforms.EvalReportKey(ref.Run, ref.Iteration, "x"), "x.json")
+	prefix := path.Dir(transforms.EvalReportKey(ref.Run, ref.Iteration, "job")) + "/" // every job's table of the eval
 	keys, err := st.List(ctx, prefix)
 	if err != nil {
 		return transforms.EvalTable{}, fmt.Errorf("eval %s@%d: %w", ref.Run, ref.Iteration, err)

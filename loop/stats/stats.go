@@ -147,6 +147,7 @@ func Pass1Interval(perTask map[string]float64) [2]float64 {
 		lo, hi := Wilson(k, len(rates))
 		return [2]float64{lo, hi}
 	}
+	sort.Float64s(rates) // a map's order would change the sums' rounding
 	_, lo, hi := Mean(rates)
 	return [2]float64{max(0, lo), min(1, hi)}
 }
