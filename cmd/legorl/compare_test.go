@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/legorl/legorl/loop"
 	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/transforms"
 )
@@ -41,7 +42,7 @@ func TestCompareEvals(t *testing.T) {
 		"tools sft,train,heldout,heldout_family greedy 2 0.000 [0.000, 0.658] 0.000 [0.000, 0.658] +0.000 [+0.000, +0.000] 1 0/0" {
 		t.Fatalf("table %q", stdout)
 	}
-	var c comparison
+	var c loop.EvalComparison
 	b, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
