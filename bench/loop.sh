@@ -21,16 +21,10 @@ rounds=${ROUNDS:-2}
 root=$(git rev-parse --show-toplevel)
 work=${WORK:-$root/legorl-work/bench-loop}
 . "$root/scripts/lib/pair.sh"
+. "$root/scripts/lib/bench-suite.sh"
 build_pair bench-loop "$base" "$work"
 
-"$work/new/bin/legorl" tasks generate --n 400 --seed 1 --languages python --out "$work/suite" >/dev/null
-python3 - "$work/suite" <<'EOF'
-import json, sys
-suite = sys.argv[1]
-train = [l for l in open(f"{suite}/tasks.jsonl") if json.loads(l).get("split") == "train"][:16]
-assert len(train) == 16, f"{len(train)} training tasks"
-open(f"{suite}/bench.jsonl", "w").writelines(train)
-EOF
+bench_suite "$work/new/bin/legorl" "$work/suite" 16
 
 printf 'round side wall_s cpu_s rollouts rollouts_per_min rollouts_per_cpu_min\n' | tee "$work/results.txt"
 for r in $(seq 1 "$rounds"); do

@@ -24,15 +24,9 @@ policy=$root/policy/starter/tools-sft
 [ -x "$bin/legorl" ] || { echo "bench-train: $bin/legorl is missing: run make build first" >&2; exit 1; }
 rm -rf "$work"
 mkdir -p "$work"
+. "$root/scripts/lib/bench-suite.sh"
 
-"$bin/legorl" tasks generate --n 400 --seed 1 --languages python --out "$work/suite" >/dev/null
-python3 - "$work/suite" <<'EOF'
-import json, sys
-suite = sys.argv[1]
-train = [l for l in open(f"{suite}/tasks.jsonl") if json.loads(l).get("split") == "train"][:32]
-assert len(train) == 32, f"{len(train)} training tasks"
-open(f"{suite}/bench.jsonl", "w").writelines(train)
-EOF
+bench_suite "$bin/legorl" "$work/suite" 32
 echo "bench-train: rolling out 32 tasks x 8 with the tools starter" >&2
 "$bin/legorl" rollout --tasks "$work/suite/bench.jsonl" --split train --policy "$policy" --harness tools --run bench \
 	--iteration 0 --group 8 --parallel 4 --max-turns 4 --max-tokens 128 --store "file://$work/store" >"$work/rollout.log" 2>&1 ||

@@ -2,6 +2,7 @@ package loop
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -34,34 +35,34 @@ type EvalComparison struct {
 }
 
 // CompareEvals reads two stored evals, RUN@ITERATION each, and pairs them
-// (CompareEvalTables): what `legorl compare` prints. The notes say where a
+// (compareEvalTables): what `legorl compare` prints. The notes say where a
 // harness's tasks were not all graded in both.
 func CompareEvals(ctx context.Context, st storage.Store, before, after string) (EvalComparison, []string, error) {
-	b, err := ParseEvalRef("--before", before)
+	b, err := parseEvalRef("--before", before)
 	if err != nil {
 		return EvalComparison{}, nil, err
 	}
-	a, err := ParseEvalRef("--after", after)
+	a, err := parseEvalRef("--after", after)
 	if err != nil {
 		return EvalComparison{}, nil, err
 	}
 	if b.Run == a.Run && b.Iteration == a.Iteration {
 		return EvalComparison{}, nil, fmt.Errorf("--before and --after both name %s@%d: compare two evals", b.Run, b.Iteration)
 	}
-	bt, err := ReadEvalTable(ctx, st, &b)
+	bt, err := readEvalTable(ctx, st, &b)
 	if err != nil {
 		return EvalComparison{}, nil, err
 	}
-	at, err := ReadEvalTable(ctx, st, &a)
+	at, err := readEvalTable(ctx, st, &a)
 	if err != nil {
 		return EvalComparison{}, nil, err
 	}
-	c, notes, err := CompareEvalTables(bt, at)
+	c, notes, err := compareEvalTables(bt, at)
 	return EvalComparison{Before: b, After: a, Comparisons: c}, notes, err
 }
 
-// ParseEvalRef reads RUN@ITERATION; flag names it in errors.
-func ParseEvalRef(flag, s string) (EvalRef, error) {
+// parseEvalRef reads RUN@ITERATION; flag names it in errors.
+func parseEvalRef(flag, s string) (EvalRef, error) {
 	run, it, ok := strings.Cut(s, "@")
 	if !ok {
 		return EvalRef{}, fmt.Errorf("%s %q: want RUN@ITERATION, e.g. myrun-eval@1", flag, s)
@@ -76,10 +77,10 @@ func ParseEvalRef(flag, s string) (EvalRef, error) {
 	return EvalRef{Run: run, Iteration: int32(n)}, nil
 }
 
-// ReadEvalTable reads the newest table stored for ref (a rerun of an eval
+// readEvalTable reads the newest table stored for ref (a rerun of an eval
 // stores its own; job ids start with the time) and records its key in
 // ref.
-func ReadEvalTable(ctx context.Context, st storage.Store, ref *EvalRef) (transforms.EvalTable, error) {
+func readEvalTable(ctx context.Context, st storage.Store, ref *EvalRef) (transforms.EvalTable, error) {
 	prefix := path.Dir(transforms.EvalReportKey(ref.Run, ref.Iteration, "job")) + "/" // every job's table of the eval
 	keys, err := st.List(ctx, prefix)
 	if err != nil {
@@ -99,11 +100,11 @@ func ReadEvalTable(ctx context.Context, st storage.Store, ref *EvalRef) (transfo
 	return t, nil
 }
 
-// CompareEvalTables pairs two eval tables per harness they share. It refuses
+// compareEvalTables pairs two eval tables per harness they share. It refuses
 // tables that record different decodings or splits: their change would
 // say nothing about the policies. The notes say where a harness's tasks
 // were not all graded in both.
-func CompareEvalTables(before, after transforms.EvalTable) (out []Comparison, notes []string, err error) {
+func compareEvalTables(before, after transforms.EvalTable) (out []Comparison, notes []string, err error) {
 	if before.Decoding != after.Decoding {
 		return nil, nil, fmt.Errorf("the evals decode differently (%s before, %s after): compare evals of one decoding",
 			orUnrecorded(before.Decoding), orUnrecorded(after.Decoding))
@@ -141,6 +142,14 @@ func orUnrecorded(s string) string {
 		return "unrecorded"
 	}
 	return s
+}
+
+// WriteJSON writes the comparison as indented JSON, what `legorl compare
+// --out` stores.
+func (c EvalComparison) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(c)
 }
 
 // WriteTable writes the comparison as the table `legorl compare` prints.

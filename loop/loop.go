@@ -186,8 +186,8 @@ type EvalResult struct {
 
 // Eval modes: temperature 1 (the training distribution) and greedy.
 const (
-	ModeT1     = "t1"
-	ModeGreedy = "greedy"
+	ModeT1     = transforms.DecodingT1
+	ModeGreedy = transforms.DecodingGreedy
 )
 
 // Run runs the loop of cfg. It returns what it measured; on error, what it

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -38,8 +37,8 @@ func runCompare(ctx context.Context, env *environ, args []string, stdout, stderr
 		fmt.Fprintf(stderr, "legorl compare: %s\n", n)
 	}
 	c.WriteTable(stdout)
-	if body, _ := json.MarshalIndent(c, "", "  "); *out != "" {
-		if err := writeOutput(*out, stdout, func(w io.Writer) error { _, err := w.Write(append(body, '\n')); return err }); err != nil {
+	if *out != "" {
+		if err := writeOutput(*out, stdout, c.WriteJSON); err != nil {
 			return err
 		}
 	}

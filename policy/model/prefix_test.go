@@ -61,6 +61,11 @@ var prefixBatches = []prefixBatch{
 	{"diverging tails", 7, [][2]int{{2, 3}, {1, 6}, {4, 1}, {3, 3}, {2, 0}}},
 }
 
+// publicPrefixBatches adds to prefixBatches one with sequences past the
+// attention block (64 rows), for the float32 tests of the public methods.
+var publicPrefixBatches = append(prefixBatches[:len(prefixBatches):len(prefixBatches)],
+	prefixBatch{"past the attention block", 70, [][2]int{{5, 80}, {66, 10}, {0, 70}}})
+
 // makePrefixBatch draws the batch's tokens, temperatures and loss weights
 // (and replayed routing when replay is set).
 func makePrefixBatch(c Config, b prefixBatch, replay bool, seed uint64) ([]Sequence, [][]float32) {
@@ -192,11 +197,9 @@ func TestSharedBackwardFloat64(t *testing.T) {
 // gradients agree to float32 rounding. Repeated calls are bitwise
 // identical with more workers than cores.
 func TestBackwardSharedPrefix(t *testing.T) {
-	batches := append(prefixBatches[:len(prefixBatches):len(prefixBatches)],
-		prefixBatch{"past the attention block", 70, [][2]int{{5, 80}, {66, 10}, {0, 70}}})
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
 	for ci, tc := range prefixConfigs {
-		for bi, b := range batches {
+		for bi, b := range publicPrefixBatches {
 			t.Run(tc.name+"/"+b.name, func(t *testing.T) {
 				c := tc.cfg
 				m := &Model{cfg: c, p: randomParams[float32](c, uint64(ci+20)), be: backend.NewCPU(), support: c.VocabSize}
@@ -268,10 +271,8 @@ func TestBackwardSharedPrefixErrors(t *testing.T) {
 // logprobs agree to float32 rounding and routing is the same; a batch with
 // nothing in common gives Logprobs' results bit for bit.
 func TestLogprobsSharedPrefix(t *testing.T) {
-	batches := append(prefixBatches[:len(prefixBatches):len(prefixBatches)],
-		prefixBatch{"past the attention block", 70, [][2]int{{5, 80}, {66, 10}, {0, 70}}})
 	for ci, tc := range prefixConfigs {
-		for bi, b := range batches {
+		for bi, b := range publicPrefixBatches {
 			t.Run(tc.name+"/"+b.name, func(t *testing.T) {
 				c := tc.cfg
 				m := &Model{cfg: c, p: randomParams[float32](c, uint64(ci+40)), be: backend.NewCPU(), support: c.VocabSize}
