@@ -156,6 +156,9 @@ type SFTConfig struct {
 	// committed starters' sha256); it is deterministic for a seed all the
 	// same. Defaults to false.
 	SharedPrefix bool `json:"shared_prefix,omitempty"`
+	// Copy, when set, adds copy drills (CopyDrills): steps of drills
+	// alone before the first epoch, and drills in every step.
+	Copy *CopyDrills `json:"copy,omitempty"`
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -175,6 +178,10 @@ func (c SFTConfig) WithDefaults() SFTConfig {
 	if c.MaxGradNorm == 0 {
 		c.MaxGradNorm = 1
 	}
+	if c.Copy != nil {
+		d := c.Copy.withDefaults()
+		c.Copy = &d
+	}
 	return c
 }
 
@@ -182,6 +189,9 @@ func (c SFTConfig) WithDefaults() SFTConfig {
 func (c SFTConfig) Validate() error {
 	if c.Epochs < 0 || c.BatchSize < 0 || c.MaxTokens < 0 || !(c.LR >= 0) || math.IsInf(c.LR, 0) || !(c.MaxGradNorm >= 0) || !(c.WeightDecay >= 0) {
 		return fmt.Errorf("%w: sft %+v", ErrConfig, c)
+	}
+	if c.Copy != nil {
+		return c.Copy.validate()
 	}
 	return nil
 }
@@ -256,14 +266,30 @@ func (p SFTProbe) distance(rate float64) float64 {
 
 // SFTStep is one optimizer step.
 type SFTStep struct {
-	Epoch     int     `json:"epoch"` // 0-based
-	Step      int     `json:"step"`  // 0-based, over the run
-	Steps     int     `json:"steps"` // of the run
-	Loss      float64 `json:"loss"`  // mean negative logprob of the batch's completion tokens, before the step
+	Epoch int     `json:"epoch"` // 0-based
+	Step  int     `json:"step"`  // 0-based, over the run
+	Steps int     `json:"steps"` // of the run
+	Loss  float64 `json:"loss"`  // mean negative logprob of the batch's completion tokens, before the step
+	// CopyLoss is the same over the step's copy drills (SFTConfig.Copy).
+	CopyLoss  float64 `json:"copy_loss,omitempty"`
 	GradNorm  float64 `json:"grad_norm"`
 	Tokens    int     `json:"tokens"` // completion tokens
 	Sequences int     `json:"sequences"`
 	Seconds   float64 `json:"seconds"`
+}
+
+// String is the step's progress line: "sft step 3/40 (epoch 1): loss
+// 0.5000" (with ", copy loss L" when the step had drills), or for a copy
+// pretraining step "sft copy drills 3/600: copy loss L".
+func (s SFTStep) String() string {
+	if s.Epoch < 0 {
+		return fmt.Sprintf("sft copy drills %d/%d: copy loss %.4f", s.Step+1, s.Steps, s.CopyLoss)
+	}
+	line := fmt.Sprintf("sft step %d/%d (epoch %d): loss %.4f", s.Step+1, s.Steps, s.Epoch+1, s.Loss)
+	if s.CopyLoss > 0 {
+		line += fmt.Sprintf(", copy loss %.4f", s.CopyLoss)
+	}
+	return line
 }
 
 // SFTLineage is the lineage.json of an SFT checkpoint. It shares the
@@ -284,10 +310,13 @@ type SFTLineage struct {
 	// Probes are the pass rates measured during SFT (SFTOptions.Probe),
 	// and Kept the index of the probe whose weights this checkpoint holds
 	// (nil without probes: the last step's weights).
-	Probes []SFTProbeResult  `json:"probes,omitempty"`
-	Kept   *int              `json:"kept_probe,omitempty"`
-	Steps  []SFTStep         `json:"steps"`
-	Files  map[string]string `json:"files"`
+	Probes []SFTProbeResult `json:"probes,omitempty"`
+	Kept   *int             `json:"kept_probe,omitempty"`
+	// CopyPretrain are the steps on copy drills alone before the first
+	// epoch (SFTConfig.Copy.PretrainSteps).
+	CopyPretrain []SFTStep         `json:"copy_pretrain,omitempty"`
+	Steps        []SFTStep         `json:"steps"`
+	Files        map[string]string `json:"files"`
 }
 
 // DemosUse says which demonstrations SFT read.
@@ -392,6 +421,26 @@ func SFT(ctx context.Context, o SFTOptions) (*SFTResult, error) {
 		}
 		probe = &p
 	}
+	var drillIDs []int32
+	if cfg.Copy != nil {
+		if drillIDs = drillTokens(tok, m.Support()); len(drillIDs) < 2 {
+			return nil, fmt.Errorf("%w: copy drills need at least 2 ordinary token ids, the vocabulary has %d", ErrConfig, len(drillIDs))
+		}
+		for s := range cfg.Copy.PretrainSteps {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			st, err := sftStep(m, opt, g, nil, copyDrills(drillRand(cfg.Seed, 0, s), drillIDs, pretrainDrills, cfg.Copy.Length), false)
+			if err != nil {
+				return nil, err
+			}
+			st.Epoch, st.Step, st.Steps = -1, s, cfg.Copy.PretrainSteps
+			lin.CopyPretrain = append(lin.CopyPretrain, st)
+			if o.Progress != nil {
+				o.Progress(st)
+			}
+		}
+	}
 	epochLoss := make([]float64, 0, cfg.Epochs)
 	for epoch := range cfg.Epochs {
 		order := rand.New(rand.NewPCG(cfg.Seed, uint64(epoch))).Perm(len(demos))
@@ -405,7 +454,11 @@ func SFT(ctx context.Context, o SFTOptions) (*SFTResult, error) {
 			for _, i := range order[b:min(b+cfg.BatchSize, len(order))] {
 				batch = append(batch, seqs[i]...)
 			}
-			st, err := sftStep(m, opt, g, batch, cfg.SharedPrefix)
+			var drills []model.Sequence
+			if cfg.Copy != nil && cfg.Copy.PerStep > 0 {
+				drills = copyDrills(drillRand(cfg.Seed, 1, len(lin.Steps)), drillIDs, cfg.Copy.PerStep, cfg.Copy.Length)
+			}
+			st, err := sftStep(m, opt, g, batch, drills, cfg.SharedPrefix)
 			if err != nil {
 				return nil, err
 			}
@@ -468,26 +521,63 @@ func SFT(ctx context.Context, o SFTOptions) (*SFTResult, error) {
 	return &SFTResult{Dir: out, Lineage: lin}, nil
 }
 
-// sftStep runs one step on batch: weight -1/N on each of the N completion
-// tokens, so the gradient is that of the mean negative logprob. shared
-// computes the batch's common leading tokens once (SFTConfig.SharedPrefix).
-func sftStep(m *model.Model, opt *model.AdamW, g *model.Grads, batch []model.Sequence, shared bool) (SFTStep, error) {
+// sftStep runs one step on batch and drills: weight -1/N on each of the N
+// completion tokens of both, so the gradient is that of their mean
+// negative logprob. shared computes the batch's common leading tokens once
+// (SFTConfig.SharedPrefix); the drills, which share nothing with it, run
+// in a backward pass of their own into the same gradient.
+func sftStep(m *model.Model, opt *model.AdamW, g *model.Grads, batch, drills []model.Sequence, shared bool) (SFTStep, error) {
 	start := time.Now()
 	st := SFTStep{Sequences: len(batch)}
-	for _, s := range batch {
-		st.Tokens += len(s.Completion)
-	}
-	if st.Tokens == 0 {
+	st.Tokens = completionTokens(batch)
+	nDrill := completionTokens(drills)
+	if st.Tokens+nDrill == 0 {
 		return st, nil
 	}
-	w := float32(-1 / float64(st.Tokens))
-	nll := make([]float64, len(batch))
+	w := float32(-1 / float64(st.Tokens+nDrill))
 	g.Zero()
 	backward := m.BackwardFunc
 	if shared {
 		backward = m.BackwardSharedPrefix
 	}
-	_, err := backward(batch, func(i int, lp []float32) []float32 {
+	nll, err := nllBackward(backward, batch, w, g)
+	if err != nil {
+		return st, err
+	}
+	copyNLL, err := nllBackward(m.BackwardFunc, drills, w, g)
+	if err != nil {
+		return st, err
+	}
+	if st.Tokens > 0 {
+		st.Loss = nll / float64(st.Tokens)
+	}
+	if nDrill > 0 {
+		st.CopyLoss = copyNLL / float64(nDrill)
+	}
+	if st.GradNorm, err = opt.Step(m, g, 0); err != nil {
+		return st, fmt.Errorf("trainer: sft step: %w", err)
+	}
+	st.Seconds = time.Since(start).Seconds()
+	return st, nil
+}
+
+// completionTokens counts the completion tokens of seqs.
+func completionTokens(seqs []model.Sequence) int {
+	n := 0
+	for _, s := range seqs {
+		n += len(s.Completion)
+	}
+	return n
+}
+
+// nllBackward adds to g the gradient of weight w times the logprob of every
+// completion token of seqs, and returns their summed negative logprob.
+func nllBackward(backward func([]model.Sequence, model.WeightFunc, *model.Grads) ([]model.Result, error), seqs []model.Sequence, w float32, g *model.Grads) (float64, error) {
+	if len(seqs) == 0 {
+		return 0, nil
+	}
+	nll := make([]float64, len(seqs))
+	_, err := backward(seqs, func(i int, lp []float32) []float32 {
 		ws := make([]float32, len(lp))
 		for k, l := range lp {
 			ws[k] = w
@@ -496,17 +586,13 @@ func sftStep(m *model.Model, opt *model.AdamW, g *model.Grads, batch []model.Seq
 		return ws
 	}, g)
 	if err != nil {
-		return st, fmt.Errorf("trainer: sft step: %w", err)
+		return 0, fmt.Errorf("trainer: sft step: %w", err)
 	}
+	var sum float64
 	for _, v := range nll { // in order: the sum does not depend on scheduling
-		st.Loss += v
+		sum += v
 	}
-	st.Loss /= float64(st.Tokens)
-	if st.GradNorm, err = opt.Step(m, g, 0); err != nil {
-		return st, fmt.Errorf("trainer: sft step: %w", err)
-	}
-	st.Seconds = time.Since(start).Seconds()
-	return st, nil
+	return sum, nil
 }
 
 // SFTLoss returns the mean negative logprob of the completion tokens of

@@ -115,7 +115,7 @@ func runLoop(ctx context.Context, env *environ, args []string, stdout, stderr io
 		},
 		OnSFT: func(s trainer.SFTStep) { // a line per tenth of the steps
 			if (s.Step+1)%max(s.Steps/10, 1) == 0 || s.Step+1 == s.Steps {
-				fmt.Fprintf(stderr, "legorl run: sft step %d/%d (epoch %d): loss %.4f\n", s.Step+1, s.Steps, s.Epoch+1, s.Loss)
+				fmt.Fprintf(stderr, "legorl run: %s\n", s)
 			}
 		},
 	})
