@@ -85,8 +85,9 @@ func copyProb(t *testing.T, m *model.Model, drills []model.Sequence) float64 {
 }
 
 // TestSFTCopyDrills: pretraining steps on drills teach the model to copy
-// a span it has never seen (the probability of the copied tokens goes from
-// about 1/vocabulary to most of the mass), the drills in every step keep
+// a span of tokens it has never seen, laid out as the drills are (the
+// probability of the copied tokens goes from about 1/vocabulary to most of
+// the mass; CopyDrills says why the layout matters), the drills in every step keep
 // the skill through the demonstrations, the lineage records both, two runs
 // with one seed give the same bytes, and a config without drills neither
 // marshals nor hashes them.

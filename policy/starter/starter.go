@@ -29,6 +29,12 @@
 // (reached after 6 epochs, loss 0.046). `make starter STARTER=tools-sft`
 // remakes it.
 //
+// tools-copy is the SFT stage of docs/results/tools-copy.json: tools-sft's
+// SFT (the same demonstrations, model and band) with copy drills
+// (trainer.CopyDrills: 600 steps of drills alone, then 4 in every step), so
+// the model can copy a span of its context (probe band reached after 5
+// epochs, 0.375, loss 0.049). `make starter STARTER=tools-copy` remakes it.
+//
 // pi-sft is the SFT stage of docs/results/pi-raft-lr3.json: the same model
 // warm-started on the real pi program's demonstrations (pi's own system
 // prompt and tool schemas, its clock pinned) of the sft split of a
@@ -55,6 +61,7 @@ import (
 //go:embed bash-sft/config.json bash-sft/model.safetensors bash-sft/tokenizer.json bash-sft/lineage.json bash-sft.sha256
 //go:embed bash-sed/config.json bash-sed/model.safetensors bash-sed/tokenizer.json bash-sed/lineage.json bash-sed.sha256
 //go:embed tools-sft/config.json tools-sft/model.safetensors tools-sft/tokenizer.json tools-sft/lineage.json tools-sft.sha256
+//go:embed tools-copy/config.json tools-copy/model.safetensors tools-copy/tokenizer.json tools-copy/lineage.json tools-copy.sha256
 //go:embed bash-early/config.json bash-early/model.safetensors bash-early/tokenizer.json bash-early/lineage.json bash-early.sha256
 //go:embed pi-sft/config.json pi-sft/model.safetensors pi-sft/tokenizer.json pi-sft/lineage.json pi-sft.sha256
 var files embed.FS
