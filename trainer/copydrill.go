@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 
 	"github.com/legorl/legorl/policy/model"
@@ -15,17 +16,16 @@ import (
 // followed by the first of them again; its completion is the rest of the
 // span.
 //
-// What they teach, measured on the 2-layer tools model
-// (docs/RESULTS.md, "Copy drills"): the model learns these drills in a
-// few hundred steps (copy loss 0.003 after 600), but by position, not by
-// content: every drill has one layout (the span at the start, the cue
-// right after it), and the model copies the token Length places back.
-// Put 64 random tokens around the span and the probability of the copied
-// tokens is 0.000, as before the drills; drills of random layouts (a
-// random prefix, a random span length) did not form a content-based
-// induction head in 2,000-3,000 steps. So the drills do not transfer to
-// the tasks' copies; they stay as the measured record and for larger
-// models.
+// Layout matters (docs/RESULTS.md, "Copy drills"; measured with
+// trainer/internal/copylayouts). With one layout (Pad 0: the span at the
+// start, the cue right after it) the 2-layer tools model learns the drills
+// in a few hundred steps, but by position: it copies the token Length
+// places back, and with 64 random tokens around the span the probability
+// of the copied tokens is 0.001, as before the drills. With random layouts
+// (Pad > 0: a random prefix of up to Pad tokens and a span of 8 to Length
+// tokens) only a copy by content works, and the model forms an induction
+// head after about 800 steps of 64 drills (Batch), not within 3,000 steps
+// of 8.
 type CopyDrills struct {
 	// PretrainSteps are optimizer steps on drills alone (8 per step),
 	// before the first epoch.
@@ -34,12 +34,30 @@ type CopyDrills struct {
 	// demonstrations keep their shared prefix), so the skill survives the
 	// demonstrations' epochs.
 	PerStep int `json:"per_step,omitempty"`
-	// Length is the random tokens of a drill. Defaults to 32.
+	// Length is the random tokens of a drill's span (with Pad, the most).
+	// Defaults to 32.
 	Length int `json:"length,omitempty"`
+	// Pad, when above 0, gives every drill a random layout: 0 to Pad
+	// random tokens before the span, a span of 8 to Length tokens.
+	// Defaults to 0: one layout, which teaches a copy by position.
+	Pad int `json:"pad,omitempty"`
+	// Batch is the drills of a pretraining step. Defaults to 8.
+	Batch int `json:"batch,omitempty"`
+	// LR is the learning rate of the pretraining steps. Defaults to the
+	// SFT's.
+	LR float64 `json:"lr,omitempty"`
 }
 
-// pretrainDrills is the number of drills of a pretraining step.
-const pretrainDrills = 8
+// batch is the drills of a pretraining step.
+func (c CopyDrills) batch() int {
+	if c.Batch == 0 {
+		return 8
+	}
+	return c.Batch
+}
+
+// minSpan is the shortest span of a drill of random layout.
+const minSpan = 8
 
 func (c CopyDrills) withDefaults() CopyDrills {
 	if c.Length == 0 {
@@ -49,8 +67,11 @@ func (c CopyDrills) withDefaults() CopyDrills {
 }
 
 func (c CopyDrills) validate() error {
-	if c.PretrainSteps < 0 || c.PerStep < 0 || c.Length < 0 || c.Length == 1 {
-		return fmt.Errorf("%w: sft copy drills %+v: counts must be >= 0 and the length >= 2", ErrConfig, c)
+	if c.PretrainSteps < 0 || c.PerStep < 0 || c.Length < 0 || c.Length == 1 || c.Pad < 0 || c.Batch < 0 || !(c.LR >= 0) || math.IsInf(c.LR, 0) {
+		return fmt.Errorf("%w: sft copy drills %+v: counts and the learning rate must be >= 0 and the length >= 2", ErrConfig, c)
+	}
+	if c.Pad > 0 && c.Length < minSpan {
+		return fmt.Errorf("%w: sft copy drills %+v: with pad the length must be at least %d", ErrConfig, c, minSpan)
 	}
 	return nil
 }
@@ -67,15 +88,26 @@ func drillTokens(tok *tokenizer.Tokenizer, support int) []int32 {
 	return ids
 }
 
-// copyDrills returns n drills of length tokens drawn from ids by r.
-func copyDrills(r *rand.Rand, ids []int32, n, length int) []model.Sequence {
+// copyDrills returns n drills drawn from ids by r: spans of c.Length
+// tokens, or with c.Pad random layouts.
+func copyDrills(r *rand.Rand, ids []int32, n int, c CopyDrills) []model.Sequence {
+	draw := func(k int) []int32 {
+		out := make([]int32, k)
+		for i := range out {
+			out[i] = ids[r.IntN(len(ids))]
+		}
+		return out
+	}
 	out := make([]model.Sequence, n)
 	for i := range out {
-		span := make([]int32, length)
-		for k := range span {
-			span[k] = ids[r.IntN(len(ids))]
+		var prefix []int32
+		length := c.Length
+		if c.Pad > 0 {
+			prefix, length = draw(r.IntN(c.Pad+1)), minSpan+r.IntN(c.Length-minSpan+1)
 		}
-		out[i] = model.Sequence{Prompt: append(span[:length:length], span[0]), Completion: span[1:]}
+		span := draw(length)
+		prompt := append(append(prefix, span...), span[0])
+		out[i] = model.Sequence{Prompt: prompt, Completion: span[1:]}
 	}
 	return out
 }

@@ -40,7 +40,7 @@ func TestCopyDrills(t *testing.T) {
 			t.Fatalf("id %d: special %v, drawn %v", id, tok.IsSpecial(id), !tok.IsSpecial(id))
 		}
 	}
-	drills := trainer.CopyDrillsFunc(trainer.DrillRand(3, 1, 7), ids, 5, 12)
+	drills := trainer.CopyDrillsFunc(trainer.DrillRand(3, 1, 7), ids, 5, trainer.CopyDrills{Length: 12})
 	if len(drills) != 5 {
 		t.Fatalf("%d drills", len(drills))
 	}
@@ -54,13 +54,27 @@ func TestCopyDrills(t *testing.T) {
 			}
 		}
 	}
-	again := trainer.CopyDrillsFunc(trainer.DrillRand(3, 1, 7), ids, 5, 12)
-	other := trainer.CopyDrillsFunc(trainer.DrillRand(3, 1, 8), ids, 5, 12)
+	again := trainer.CopyDrillsFunc(trainer.DrillRand(3, 1, 7), ids, 5, trainer.CopyDrills{Length: 12})
+	other := trainer.CopyDrillsFunc(trainer.DrillRand(3, 1, 8), ids, 5, trainer.CopyDrills{Length: 12})
 	if !slices.EqualFunc(drills, again, func(a, b model.Sequence) bool { return slices.Equal(a.Prompt, b.Prompt) }) {
 		t.Error("one seed, phase and step drew two sets")
 	}
 	if slices.EqualFunc(drills, other, func(a, b model.Sequence) bool { return slices.Equal(a.Prompt, b.Prompt) }) {
 		t.Error("two steps drew one set")
+	}
+	// Random layouts: a prefix of 0 to Pad tokens, a span of 8 to Length,
+	// the cue right after the span.
+	prefixes, spans := map[int]bool{}, map[int]bool{}
+	for i, d := range trainer.CopyDrillsFunc(trainer.DrillRand(3, 0, 1), ids, 64, trainer.CopyDrills{Length: 16, Pad: 20}) {
+		span := len(d.Completion) + 1
+		prefix := len(d.Prompt) - 1 - span
+		if span < 8 || span > 16 || prefix < 0 || prefix > 20 || d.Prompt[len(d.Prompt)-1] != d.Prompt[prefix] || !slices.Equal(d.Prompt[prefix+1:len(d.Prompt)-1], d.Completion) {
+			t.Fatalf("drill %d: prompt %v completion %v", i, d.Prompt, d.Completion)
+		}
+		prefixes[prefix], spans[span] = true, true
+	}
+	if len(prefixes) < 10 || len(spans) < 5 {
+		t.Errorf("64 random layouts: %d prefix lengths, %d span lengths", len(prefixes), len(spans))
 	}
 }
 
@@ -101,7 +115,7 @@ func TestSFTCopyDrills(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fresh := trainer.CopyDrillsFunc(trainer.DrillRand(99, 9, 9), trainer.DrillTokens(tok, m0.Support()), 16, 16)
+	fresh := trainer.CopyDrillsFunc(trainer.DrillRand(99, 9, 9), trainer.DrillTokens(tok, m0.Support()), 16, trainer.CopyDrills{Length: 16})
 	before := copyProb(t, m0, fresh)
 	cfg := trainer.SFTConfig{Epochs: 3, LR: 3e-3, BatchSize: 3, Seed: 9, Copy: &trainer.CopyDrills{PretrainSteps: 400, PerStep: 2, Length: 16}}
 	var weights [][]byte
@@ -155,7 +169,7 @@ func TestSFTCopyDrills(t *testing.T) {
 // count is refused before any work, and nothing is written.
 func TestCopyDrillsBadConfig(t *testing.T) {
 	policy, demos := sftPolicy(t), sftDemos(t)
-	for _, c := range []trainer.CopyDrills{{Length: 1}, {PretrainSteps: -1}, {PerStep: -2}, {Length: -3}} {
+	for _, c := range []trainer.CopyDrills{{Length: 1}, {PretrainSteps: -1}, {PerStep: -2}, {Length: -3}, {Pad: -1}, {Batch: -1}, {LR: -1}, {Pad: 4, Length: 6}} {
 		out := filepath.Join(t.TempDir(), "sft")
 		_, err := trainer.SFT(context.Background(), trainer.SFTOptions{Demos: demos, PolicyDir: policy, OutDir: out, Config: trainer.SFTConfig{Epochs: 1, Copy: &c}})
 		if !errors.Is(err, trainer.ErrConfig) || !strings.Contains(err.Error(), "copy drills") {

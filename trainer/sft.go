@@ -430,7 +430,7 @@ func SFT(ctx context.Context, o SFTOptions) (*SFTResult, error) {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			st, err := sftStep(m, opt, g, nil, copyDrills(drillRand(cfg.Seed, 0, s), drillIDs, pretrainDrills, cfg.Copy.Length), false)
+			st, err := sftStep(m, opt, g, nil, copyDrills(drillRand(cfg.Seed, 0, s), drillIDs, cfg.Copy.batch(), *cfg.Copy), false, cfg.Copy.LR)
 			if err != nil {
 				return nil, err
 			}
@@ -456,9 +456,9 @@ func SFT(ctx context.Context, o SFTOptions) (*SFTResult, error) {
 			}
 			var drills []model.Sequence
 			if cfg.Copy != nil && cfg.Copy.PerStep > 0 {
-				drills = copyDrills(drillRand(cfg.Seed, 1, len(lin.Steps)), drillIDs, cfg.Copy.PerStep, cfg.Copy.Length)
+				drills = copyDrills(drillRand(cfg.Seed, 1, len(lin.Steps)), drillIDs, cfg.Copy.PerStep, *cfg.Copy)
 			}
-			st, err := sftStep(m, opt, g, batch, drills, cfg.SharedPrefix)
+			st, err := sftStep(m, opt, g, batch, drills, cfg.SharedPrefix, 0)
 			if err != nil {
 				return nil, err
 			}
@@ -525,8 +525,9 @@ func SFT(ctx context.Context, o SFTOptions) (*SFTResult, error) {
 // completion tokens of both, so the gradient is that of their mean
 // negative logprob. shared computes the batch's common leading tokens once
 // (SFTConfig.SharedPrefix); the drills, which share nothing with it, run
-// in a backward pass of their own into the same gradient.
-func sftStep(m *model.Model, opt *model.AdamW, g *model.Grads, batch, drills []model.Sequence, shared bool) (SFTStep, error) {
+// in a backward pass of their own into the same gradient. lr 0 steps at
+// the optimizer's configured rate.
+func sftStep(m *model.Model, opt *model.AdamW, g *model.Grads, batch, drills []model.Sequence, shared bool, lr float64) (SFTStep, error) {
 	start := time.Now()
 	st := SFTStep{Sequences: len(batch)}
 	st.Tokens = completionTokens(batch)
@@ -554,7 +555,7 @@ func sftStep(m *model.Model, opt *model.AdamW, g *model.Grads, batch, drills []m
 	if nDrill > 0 {
 		st.CopyLoss = copyNLL / float64(nDrill)
 	}
-	if st.GradNorm, err = opt.Step(m, g, 0); err != nil {
+	if st.GradNorm, err = opt.Step(m, g, lr); err != nil {
 		return st, fmt.Errorf("trainer: sft step: %w", err)
 	}
 	st.Seconds = time.Since(start).Seconds()

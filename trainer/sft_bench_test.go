@@ -54,7 +54,7 @@ func BenchmarkSFTStep(b *testing.B) {
 			g := m.NewGrads()
 			mt := startMeter(b)
 			for range b.N {
-				if _, err := trainer.SFTStepFunc(m, opt, g, batch, nil, shared); err != nil {
+				if _, err := trainer.SFTStepFunc(m, opt, g, batch, nil, shared, 0); err != nil {
 					b.Fatal(err)
 				}
 			}
