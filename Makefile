@@ -48,7 +48,10 @@ demo: build pytest-ref ## the main job on embedded defaults: 28 RL iterations of
 # docs/results/bash-early.json (bash-sed's SFT stopped after 12 epochs:
 # 15 min), tools-sft that of
 # docs/results/tools-raft.json, tools-copy that of docs/results/tools-copy.json
-# (tools-sft's SFT with copy drills: 16 min), pi-sft that of docs/results/pi-raft-lr3.json
+# (tools-sft's SFT with copy drills: 16 min), tools-induct that of
+# docs/results/tools-induct.json (with drills of random layouts: 29 min
+# beside other work, after the demonstrations),
+# pi-sft that of docs/results/pi-raft-lr3.json
 # (it needs Node.js). `make starter [STARTER=NAME]` runs that SFT again
 # (on 2 cores: 47 min for pi-sft; the SFT stage of its config took about
 # 18 min for tools-sft and 37 for bash-sft, as docs/RESULTS.md records) and
@@ -62,9 +65,10 @@ STARTER_CONFIG_bash-sed := docs/results/bash-sed.json
 STARTER_CONFIG_bash-early := docs/results/bash-early.json
 STARTER_CONFIG_tools-sft := docs/results/tools-raft.json
 STARTER_CONFIG_tools-copy := docs/results/tools-copy.json
+STARTER_CONFIG_tools-induct := docs/results/tools-induct.json
 STARTER_CONFIG_pi-sft := docs/results/pi-raft-lr3.json
-starter: build ## remake a committed starter checkpoint (STARTER=bash-sft, bash-sed, bash-early, tools-sft, tools-copy or pi-sft: the SFT of its results config) and check its sha256
-	@test -n "$(STARTER_CONFIG_$(STARTER))" || { echo "starter: STARTER=$(STARTER): no such starter (bash-sft, bash-sed, bash-early, tools-sft, tools-copy, pi-sft)" >&2; exit 2; }
+starter: build ## remake a committed starter checkpoint (STARTER=bash-sft, bash-sed, bash-early, tools-sft, tools-copy, tools-induct or pi-sft: the SFT of its results config) and check its sha256
+	@test -n "$(STARTER_CONFIG_$(STARTER))" || { echo "starter: STARTER=$(STARTER): no such starter (bash-sft, bash-sed, bash-early, tools-sft, tools-copy, tools-induct, pi-sft)" >&2; exit 2; }
 	rm -rf legorl-work/starter-$(STARTER)
 	$(BIN)/legorl run --config $(STARTER_CONFIG_$(STARTER)) --work legorl-work/starter-$(STARTER) \
 		--store file://$(CURDIR)/legorl-work/starter-$(STARTER)/store --prepare-only

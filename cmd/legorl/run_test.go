@@ -451,7 +451,7 @@ func TestRunConfigErrors(t *testing.T) {
 		{"negative K", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "rl": {"tasks_per_iteration": -2}}`, "rl.tasks_per_iteration -2"},
 		{"negative eval cap", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "eval": {"max_tasks": -1}}`, "eval.max_tasks -1"},
 		{"probe band upside down", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "sft": {"probe": {"band": [0.6, 0.2]}}}`, "sft.probe"},
-		{"unknown starter", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "policy": "starter:gpt-5"}`, `policy "starter:gpt-5": no such starter (have bash-early, bash-sed, bash-sft, pi-sft, tools-copy, tools-sft)`},
+		{"unknown starter", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "policy": "starter:gpt-5"}`, `policy "starter:gpt-5": no such starter (have bash-early, bash-sed, bash-sft, pi-sft, tools-copy, tools-induct, tools-sft)`},
 		{"bad eval split", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "eval": {"splits": ["train"]}}`, `eval.splits: "train"`},
 		{"bad select", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "rl": {"tasks_per_iteration": 2, "select": "best"}}`, `rl.select "best"`},
 		{"variance without K", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "rl": {"select": "variance"}}`, "rl.select variance needs rl.tasks_per_iteration"},

@@ -35,6 +35,12 @@
 // the model can copy a span of its context (probe band reached after 5
 // epochs, 0.375, loss 0.049). `make starter STARTER=tools-copy` remakes it.
 //
+// tools-induct is the SFT stage of docs/results/tools-induct.json:
+// tools-sft's SFT after 1,500 steps of 64 copy drills of random layouts
+// and with 8 in every step, so the model copies by content (an induction
+// head; probe band reached after 3 epochs, 0.281, loss 0.023).
+// `make starter STARTER=tools-induct` remakes it.
+//
 // pi-sft is the SFT stage of docs/results/pi-raft-lr3.json: the same model
 // warm-started on the real pi program's demonstrations (pi's own system
 // prompt and tool schemas, its clock pinned) of the sft split of a
@@ -62,6 +68,7 @@ import (
 //go:embed bash-sed/config.json bash-sed/model.safetensors bash-sed/tokenizer.json bash-sed/lineage.json bash-sed.sha256
 //go:embed tools-sft/config.json tools-sft/model.safetensors tools-sft/tokenizer.json tools-sft/lineage.json tools-sft.sha256
 //go:embed tools-copy/config.json tools-copy/model.safetensors tools-copy/tokenizer.json tools-copy/lineage.json tools-copy.sha256
+//go:embed tools-induct/config.json tools-induct/model.safetensors tools-induct/tokenizer.json tools-induct/lineage.json tools-induct.sha256
 //go:embed bash-early/config.json bash-early/model.safetensors bash-early/tokenizer.json bash-early/lineage.json bash-early.sha256
 //go:embed pi-sft/config.json pi-sft/model.safetensors pi-sft/tokenizer.json pi-sft/lineage.json pi-sft.sha256
 var files embed.FS

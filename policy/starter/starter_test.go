@@ -12,7 +12,7 @@ import (
 )
 
 func TestInstall(t *testing.T) {
-	if got := strings.Join(starter.Names(), ","); got != "bash-early,bash-sed,bash-sft,pi-sft,tools-copy,tools-sft" {
+	if got := strings.Join(starter.Names(), ","); got != "bash-early,bash-sed,bash-sft,pi-sft,tools-copy,tools-induct,tools-sft" {
 		t.Fatalf("starters %q", got)
 	}
 	for _, name := range starter.Names() {
