@@ -16,7 +16,8 @@ import (
 // followed by the first of them again; its completion is the rest of the
 // span.
 //
-// Layout matters (docs/RESULTS.md, "Copy drills"; measured with
+// Layout matters (docs/RESULTS.md, "Copy drills, first try" and "A starter
+// that copies"; measured with
 // trainer/internal/copylayouts). With one layout (Pad 0: the span at the
 // start, the cue right after it) the 2-layer tools model learns the drills
 // in a few hundred steps, but by position: it copies the token Length
@@ -24,10 +25,10 @@ import (
 // of the copied tokens is 0.001, as before the drills. With random layouts
 // (Pad > 0: a random prefix of up to Pad tokens and a span of 8 to Length
 // tokens) only a copy by content works, and the model forms an induction
-// head after about 800 steps of 64 drills (Batch), not within 3,000 steps
-// of 8.
+// head after about 800 steps of 64 drills (Batch), not within 2,000-3,000
+// steps of 8.
 type CopyDrills struct {
-	// PretrainSteps are optimizer steps on drills alone (8 per step),
+	// PretrainSteps are optimizer steps on drills alone (Batch per step),
 	// before the first epoch.
 	PretrainSteps int `json:"pretrain_steps,omitempty"`
 	// PerStep drills join every SFT step (their own backward pass, so the
