@@ -54,7 +54,7 @@ demo: build pytest-ref ## the main job on embedded defaults: 28 RL iterations of
 # pi-sft that of docs/results/pi-raft-lr3.json
 # (it needs Node.js). `make starter [STARTER=NAME]` runs that SFT again
 # (on 2 cores: 47 min for pi-sft; the SFT stage of its config took about
-# 18 min for tools-sft and 37 for bash-sft, as docs/RESULTS.md records) and
+# 18 min for tools-sft and 37 for bash-sft, as the runs' notes in docs/results record) and
 # checks the bytes against policy/starter/NAME.sha256: the CPU backend's
 # SFT is deterministic for a given binary and CPU feature set (AVX-512 or
 # not); a mismatch installs nothing and says so. It runs under the config's
