@@ -105,7 +105,9 @@ func copyProb(t *testing.T, m *model.Model, drills []model.Sequence) float64 {
 // the mass; CopyDrills says why the layout matters), the drills in every step keep
 // the skill through the demonstrations, the lineage records both, two runs
 // with one seed give the same bytes, and a config without drills neither
-// marshals nor hashes them.
+// marshals nor hashes them. Its drills are of one layout, which teaches a
+// copy by position; TestCopyDrillsRandomLayouts shows that the random
+// layouts (Pad > 0) teach a copy by content.
 func TestSFTCopyDrills(t *testing.T) {
 	policy, demos := sftPolicy(t), sftDemos(t)
 	tok, err := tokenizer.Load(sftTokenizer)
