@@ -72,8 +72,10 @@ type Run struct {
 	LastProcess bool
 	// Notes is "NAME/NOTES.md" when it exists, else "".
 	Notes string
-	// key is the config without its run name: runs with the same key are
-	// replicates of one config.
+	// key is the config without its run name and its training and
+	// sampling seeds (a "seed" or "*_seed" field anywhere but in the
+	// suite's "builtin"): runs with the same key are replicates of one
+	// config.
 	key string
 }
 
@@ -147,11 +149,17 @@ func loadRun(fsys fs.FS, file string) (*Run, error) {
 	if err := readJSON(fsys, file, &raw); err != nil {
 		return nil, err
 	}
-	var cfg map[string]json.RawMessage
+	var cfg map[string]any
 	if err := readJSON(fsys, name+".json", &cfg); err != nil {
 		return nil, err
 	}
 	delete(cfg, "run")
+	suite, hasSuite := cfg["builtin"] // its seed picks the tasks: another suite is another config
+	delete(cfg, "builtin")
+	withoutSeeds(cfg)
+	if hasSuite {
+		cfg["builtin"] = suite
+	}
 	key, _ := json.Marshal(cfg) // map keys sorted: the same config gives the same bytes
 	agent, _, _ := strings.Cut(name, "-")
 	r := &Run{Name: name, Agent: agent, Iterations: len(s.Iterations), WallSeconds: s.WallSeconds, key: string(key)}
@@ -193,4 +201,24 @@ func readJSON(fsys fs.FS, file string, v any) error {
 		return fmt.Errorf("%w: %s: %v", ErrSummary, file, err)
 	}
 	return nil
+}
+
+// withoutSeeds returns v without its "seed" and "*_seed" fields, at any
+// depth.
+func withoutSeeds(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if k == "seed" || strings.HasSuffix(k, "_seed") {
+				delete(x, k)
+			} else {
+				x[k] = withoutSeeds(e)
+			}
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = withoutSeeds(e)
+		}
+	}
+	return v
 }

@@ -12,8 +12,9 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/render.golden")
 
 // TestRender: the tables of testdata/results, a replicated config (a-x
-// and a-x-r2: equal but for the run name, keys in another order) with its
-// mean row, test and validation rows side by side, a comparison made after
+// and a-x-r2: equal but for the run name and training and sampling seeds,
+// keys in another order) with its mean row, a config equal to them but for
+// the suite's seed (a-y) on its own, test and validation rows side by side, a comparison made after
 // a run, a run with no trained update, a resumed run whose summary lists
 // no processes, and a second agent. Rendering twice gives the same bytes.
 func TestRender(t *testing.T) {
