@@ -213,10 +213,10 @@ torch-ref:
 	@/usr/bin/python3 -c 'import torch, numpy' 2>/dev/null || scripts/setup deb-full python3-torch python3-numpy
 
 results: ## write docs/RESULTS.md's tables from the committed summaries in docs/results
-	$(GO) run ./internal/results/gen
+	$(GO) run ./monitor/results/internal/gen
 
 results-check: ## fail when docs/RESULTS.md's tables differ from the committed summaries, or RESULTS.md or README.md states a pass@1 or difference that is no row of them
-	$(GO) run ./internal/results/gen -check
+	$(GO) run ./monitor/results/internal/gen -check
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -24,7 +24,7 @@ var Layers = []Layer{
 	{"loop", []string{"pipelines", "trainer"}},
 	{"monitor", []string{"storage", "schemas", "policy"}}, // policy: checkpoint headers and safetensors, never the trainer
 	{"cmd", []string{"loop", "monitor"}},
-	{"internal", []string{"cmd"}}, // test-only helpers and dev tools (internal/results); may look at everything
+	{"internal", []string{"cmd"}}, // test-only helpers; may look at everything
 }
 
 // Forbidden lists imports that the layer table allows but the design does

@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/legorl/legorl/internal/results"
+	"github.com/legorl/legorl/monitor/results"
 )
 
 func main() {
