@@ -33,7 +33,7 @@ FUZZTIME ?= 20s
 TEST_FUZZEXECS ?= 20000x
 
 .DEFAULT_GOAL := help
-.PHONY: help demo starter chaos test test-harnesses test-minio build tools lint fuzz bench clean jinja-ref torch-ref pytest-ref docker-up docker-down bench-deps bench-sgemm bench-train bench-update bench-loop cuda-headers cuda-build cuda-emu ptx ptx-check device-bundle device-check
+.PHONY: help demo starter results results-check chaos test test-harnesses test-minio build tools lint fuzz bench clean jinja-ref torch-ref pytest-ref docker-up docker-down bench-deps bench-sgemm bench-train bench-update bench-loop cuda-headers cuda-build cuda-emu ptx ptx-check device-bundle device-check
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_%/-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -54,7 +54,7 @@ demo: build pytest-ref ## the main job on embedded defaults: 28 RL iterations of
 # pi-sft that of docs/results/pi-raft-lr3.json
 # (it needs Node.js). `make starter [STARTER=NAME]` runs that SFT again
 # (on 2 cores: 47 min for pi-sft; the SFT stage of its config took about
-# 18 min for tools-sft and 37 for bash-sft, as docs/RESULTS.md records) and
+# 18 min for tools-sft and 37 for bash-sft, as the runs' notes in docs/results record) and
 # checks the bytes against policy/starter/NAME.sha256: the CPU backend's
 # SFT is deterministic for a given binary and CPU feature set (AVX-512 or
 # not); a mismatch installs nothing and says so. It runs under the config's
@@ -211,6 +211,12 @@ $(NOTEBOOK_STAMP):
 # that the policy/model tests compare logprobs, routing and gradients with.
 torch-ref:
 	@/usr/bin/python3 -c 'import torch, numpy' 2>/dev/null || scripts/setup deb-full python3-torch python3-numpy
+
+results: ## write docs/RESULTS.md's tables from the committed summaries in docs/results
+	$(GO) run ./monitor/results/internal/gen
+
+results-check: ## fail when docs/RESULTS.md's tables differ from the committed summaries, or RESULTS.md or README.md states a pass@1 or difference that is no row of them
+	$(GO) run ./monitor/results/internal/gen -check
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

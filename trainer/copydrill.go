@@ -16,8 +16,8 @@ import (
 // followed by the first of them again; its completion is the rest of the
 // span.
 //
-// Layout matters (docs/RESULTS.md, "Copy drills, first try" and "A starter
-// that copies"; measured with
+// Layout matters (docs/results/tools-copy-grpo-raft/NOTES.md and
+// docs/results/tools-induct-grpo-raft/NOTES.md; measured with
 // trainer/internal/copylayouts). With one layout (Pad 0: the span at the
 // start, the cue right after it) the 2-layer tools model learns the drills
 // in a few hundred steps, but by position: it copies the token Length

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The MoE row of docs/RESULTS.md: a tiny Qwen3-MoE (8 experts, top-2) samples
+# The MoE rows of docs/results/old-suite/NOTES.md: a tiny Qwen3-MoE (8 experts, top-2) samples
 # rollouts through the engine; the trainer's train-inference check then
 # recomputes every sampled token's logprob with and without replaying the
 # recorded routes. PRECISION=bf16 makes the engine sample with bf16-rounded
@@ -29,7 +29,7 @@ for mode in replay no-replay; do
   $L train --store "file://$PWD/$W/store" --run moe --iteration 0 --policy "$W/init" --out "$W/out-$mode" \
     --lr 1e-4 --min-pearson 0 $flag
 done
-# The two gates' overall agreement, for docs/RESULTS.md.
+# The two gates' overall agreement, for docs/results/old-suite/NOTES.md.
 python3 - "$W" "${PRECISION:-fp32}" > "$W/gates.json" <<'PY'
 import json, sys
 w, precision = sys.argv[1], sys.argv[2]

@@ -68,8 +68,15 @@ func TestGenerateFamiliesAndSplits(t *testing.T) {
 			t.Fatalf("%s: split is not a function of the id", in.InstanceID)
 		}
 		for _, secret := range []string{in.Patch, in.TestPatch} {
-			if strings.Contains(in.ProblemStatement, secret) {
-				t.Fatalf("%s: statement holds a patch", in.InstanceID)
+			if edit := leakedEdit(in.ProblemStatement, secret); edit != "" {
+				t.Fatalf("%s: statement holds the edit %q", in.InstanceID, edit)
+			}
+			// The check can fail: the same statement with an edit of the
+			// patch quoted in it is caught.
+			for _, edit := range addedRuns(secret) {
+				if leakedEdit(in.ProblemStatement+" Write `"+edit+"`.", secret) == "" {
+					t.Fatalf("%s: a statement quoting %q passes the check", in.InstanceID, edit)
+				}
 			}
 		}
 	}
@@ -185,5 +192,78 @@ func TestSurfaceVaries(t *testing.T) {
 	}
 	if len(funcs) < 3 || len(hunks) < 10 {
 		t.Fatalf("functions per module %v, gold hunk positions %v", funcs, hunks)
+	}
+}
+
+// addedRuns returns the added or changed text of a unified diff: each run
+// of consecutive "+" lines (file headers aside), its lines trimmed and
+// joined by a space.
+func addedRuns(patch string) []string {
+	var runs, cur []string
+	flush := func() {
+		if len(cur) > 0 {
+			runs = append(runs, strings.Join(cur, " "))
+			cur = nil
+		}
+	}
+	for _, l := range strings.Split(patch, "\n") {
+		if strings.HasPrefix(l, "+") && !strings.HasPrefix(l, "+++ ") {
+			if t := strings.TrimSpace(l[1:]); t != "" {
+				cur = append(cur, t)
+			}
+			continue
+		}
+		flush()
+	}
+	flush()
+	return runs
+}
+
+// leakedEdit returns the first of patch's added runs, or of their lines
+// of code, that statement holds, whitespace aside, or "": a statement may
+// say what a fix must achieve ("should return 0 when b is 0") but not the
+// edit itself ("if b == 0: return 0", "return score >= 84"). A line of
+// code has an operator or bracket and a letter or digit, so that a line
+// of prose shape ("return 0") or a lone "}" is checked only within its
+// run.
+func leakedEdit(statement, patch string) string {
+	flat := strings.Join(strings.Fields(statement), " ")
+	for _, run := range addedRuns(patch) {
+		if strings.Contains(flat, strings.Join(strings.Fields(run), " ")) {
+			return run
+		}
+	}
+	for _, l := range strings.Split(patch, "\n") {
+		if !strings.HasPrefix(l, "+") || strings.HasPrefix(l, "+++ ") {
+			continue
+		}
+		code := strings.Join(strings.Fields(l[1:]), " ")
+		if strings.ContainsAny(code, "=<>+-*/%()[]{}:") && strings.IndexFunc(code, func(r rune) bool {
+			return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+		}) >= 0 && strings.Contains(flat, code) {
+			return code
+		}
+	}
+	return ""
+}
+
+// TestLeakedEdit: the statement check catches an edit quoted in a
+// statement, one-line or inserted, and lets a statement that names the
+// wanted value pass.
+func TestLeakedEdit(t *testing.T) {
+	patch := "diff --git a/s.py b/s.py\n--- a/s.py\n+++ b/s.py\n@@ -5,6 +5,8 @@\n def pack(a, b):\n-    return a / b\n+    if b == 0:\n+        return 0\n+    return a // b\n"
+	for _, tc := range []struct {
+		statement, want string
+	}{
+		{"`pack(a, b)` should return 0 when b is 0, but `pack(31, 0)` fails.", ""},
+		{"`pack(a, b)` fails on 0: add `if b == 0: return 0 return a // b`.", "if b == 0: return 0 return a // b"},
+		{"`pack` fails on 0: add\n    if b == 0:\n        return 0\n    return a // b\n", "if b == 0: return 0 return a // b"},
+		{"`pack` fails on 0: add `if b == 0:`", "if b == 0:"},              // a line of the inserted block
+		{"`pack` should return a // b, and 0 for b == 0", "return a // b"}, // the changed line
+		{"`pack(a, b)` should return a divided by b", ""},
+	} {
+		if got := leakedEdit(tc.statement, patch); got != tc.want {
+			t.Errorf("%q: leaked %q, want %q", tc.statement, got, tc.want)
+		}
 	}
 }
