@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -36,9 +37,10 @@ type cluster struct {
 	hosts  map[string]*clusterHost
 	env    []string // S3 endpoint and keys, for every legorl process
 
-	mu    sync.Mutex
-	procs []*exec.Cmd
-	done  bool // torn down: the test log no longer takes lines
+	mu      sync.Mutex
+	procs   []*exec.Cmd
+	servers map[string]*exec.Cmd // the legorl server of each host
+	done    bool                 // torn down: the test log no longer takes lines
 }
 
 // TestCluster is `make test-cluster`: the production topology on hosts of
@@ -52,8 +54,10 @@ type cluster struct {
 // the whole run in MinIO (every table, manifest, and the recorded logprobs
 // against the trainer's). Then a fault across hosts: iteration 2's
 // rollouts run while the store host is cut off the network for 10 s; the
-// iteration completes, at once or when run again, and the audit finds
-// every file whole. Generation runs in the
+// iteration completes, at once or when run again. Then iteration 3 with
+// the first worker host killed mid-iteration: the same command on the
+// second worker host finishes it. The audit finds every file whole and
+// every rollout listed once. Generation runs in the
 // workers' embedded engines: the inference host is not part of it yet
 // (see docs/DEPLOY.md).
 // Every process and namespace is torn down when the test ends, failed or
@@ -182,12 +186,39 @@ func TestCluster(t *testing.T) {
 		t.Errorf("iteration 2 with the store cut off: %q", out)
 	}
 
+	// A worker host killed mid-iteration: w1's worker pool gets SIGKILL
+	// once iteration 3's first claim is in the store. Prism runs a job's
+	// bundles on the one worker it started and does not move them, so the
+	// job fails; the same command pointed at w2 then finishes the
+	// iteration, reusing the claimed group (or the iteration was done
+	// before the kill: the test says which).
+	it3 := append([]string(nil), it2...)
+	it3[slices.Index(it3, "--iteration")+1] = "3"
+	go func() { done <- c.legorlErr(trainer, it3...) }()
+	waitPath(t, data, "claims/rollout/iter-000003/", done)
+	c.kill("w1")
+	out = <-done
+	if strings.Contains(out, "manifest v1") {
+		t.Logf("iteration 3 was committed before w1 was killed: %s", strings.TrimSpace(out))
+	} else {
+		t.Logf("iteration 3 with w1 killed: %.300s", strings.TrimSpace(out))
+		it3[len(it3)-1] = pools["w2"]
+		out = c.legorl(trainer, it3...)
+		t.Logf("iteration 3 run again on w2: %s", strings.TrimSpace(out))
+		if !strings.Contains(out, "reused 1") && !strings.Contains(out, "reused 2") {
+			t.Errorf("iteration 3 on w2 reused no group claimed on w1: %q", out)
+		}
+	}
+	if !strings.Contains(out, "launched 4, completed 4, masked 0") || !strings.Contains(out, "manifest v1") {
+		t.Errorf("iteration 3: %q", out)
+	}
+
 	out = c.legorl(trainer, "export", "--store", bucket, "--run", "cluster", "--table", "rollouts")
-	if n := strings.Count(out, `"run_id":"cluster"`); n != 12 {
-		t.Errorf("%d rollout rows in the store, want 12 (3 iterations x 2 tasks x 2)", n)
+	if n := strings.Count(out, `"run_id":"cluster"`); n != 16 {
+		t.Errorf("%d rollout rows in the store, want 16 (4 iterations x 2 tasks x 2), each once", n)
 	}
 	out = c.legorl(trainer, "audit", "--store", bucket, "--run", "cluster", "--checkpoints", strings.Join(policies, ","))
-	for _, want := range []string{"every check passed", "ok   logprobs   iteration 0, version 0", "ok   logprobs   iteration 1, version 1", "ok   logprobs   iteration 2, version 2"} {
+	for _, want := range []string{"every check passed", "ok   logprobs   iteration 0, version 0", "ok   logprobs   iteration 1, version 1", "ok   logprobs   iteration 2, version 2", "ok   logprobs   iteration 3, version 2"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("audit: %q lacks %q", out, want)
 		}
@@ -199,7 +230,7 @@ func TestCluster(t *testing.T) {
 // host on the bridge with its own address, and registers the teardown.
 func newCluster(t *testing.T, hosts ...string) *cluster {
 	removeStaleClusters(t)
-	c := &cluster{t: t, prefix: fmt.Sprintf("legorl-cluster-%d", os.Getpid()), hosts: map[string]*clusterHost{}}
+	c := &cluster{t: t, prefix: fmt.Sprintf("legorl-cluster-%d", os.Getpid()), hosts: map[string]*clusterHost{}, servers: map[string]*exec.Cmd{}}
 	t.Cleanup(c.stop)
 	sw := c.prefix + "-sw"
 	c.ip("netns", "add", sw)
@@ -279,7 +310,10 @@ func (c *cluster) legorlServer(h *clusterHost, args ...string) string {
 	c.t.Helper()
 	self, _ := os.Executable()
 	pr, pw := io.Pipe()
-	c.start(h, pw, c.legorlEnv(args), self)
+	cmd := c.start(h, pw, c.legorlEnv(args), self)
+	c.mu.Lock()
+	c.servers[h.name] = cmd
+	c.mu.Unlock()
 	log := &testLog{c: c, prefix: h.name + ": "}
 	line := make(chan string, 1)
 	go func() {
@@ -359,7 +393,9 @@ func (c *cluster) legorlErr(h *clusterHost, args ...string) string {
 // with its stderr.
 func (c *cluster) run(h *clusterHost, args ...string) (string, error) {
 	self, _ := os.Executable()
-	cmd := exec.Command("nsenter", "--net=/run/netns/"+h.ns, self)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "nsenter", "--net=/run/netns/"+h.ns, self)
 	cmd.Env = append(os.Environ(), c.legorlEnv(args)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var stderr strings.Builder
@@ -382,6 +418,14 @@ func (c *cluster) waitHTTP(h *clusterHost, url, flags string) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// kill sends SIGKILL to host name's legorl server and its process group.
+func (c *cluster) kill(name string) {
+	c.mu.Lock()
+	cmd := c.servers[name]
+	c.mu.Unlock()
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 }
 
 // stop kills every process the cluster started (their process groups)
