@@ -117,10 +117,11 @@ test-minio: $(MINIO_STAMP) ## build the pinned MinIO into .cache/bin and run the
 # The production topology on hosts of its own (cmd/legorl TestCluster):
 # network namespaces on a bridge, as root, with the store (MinIO), the job
 # server, two worker hosts and the trainer each on its own address; two RL
-# iterations of the bash agent across them, then an audit of the run in
-# MinIO. Every namespace and process is torn down, also on failure. See
-# docs/DEPLOY.md.
-test-cluster: $(MINIO_STAMP) ## run two RL iterations across network-namespace hosts (store on MinIO, job server, two workers, trainer); needs root
+# iterations of the bash agent across them, an iteration with the store
+# host cut off for 10 s, one with a worker host killed, then an audit of
+# the run in MinIO. Every namespace and process is torn down, also on
+# failure. See docs/DEPLOY.md.
+test-cluster: $(MINIO_STAMP) ## two RL iterations and two faults across network-namespace hosts (store on MinIO, job server, two workers, trainer); needs root
 	LEGORL_TEST_CLUSTER=1 LEGORL_MINIO=$(MINIO) $(GO) test -count=1 -timeout 20m -run '^TestCluster$$' -v ./cmd/legorl
 
 # Every fuzz target, as package:target; each runs for FUZZTIME. `make test` runs

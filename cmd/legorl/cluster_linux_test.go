@@ -47,21 +47,24 @@ type cluster struct {
 // the test's own, network namespaces joined by a bridge: a store host
 // (MinIO), a job-server host (Prism, `legorl beam job-server --listen
 // --expose`), two worker hosts (`legorl beam worker-pool`, each with its
-// local sandbox backend) and a trainer host. The trainer host runs two RL
-// iterations of the bash agent: iteration 0's rollouts on the first worker
-// host, the update on the trainer host, iteration 1's rollouts with the
-// new checkpoint on the second worker host, its update, and an audit of
-// the whole run in MinIO (every table, manifest, and the recorded logprobs
-// against the trainer's). Then a fault across hosts: iteration 2's
-// rollouts run while the store host is cut off the network for 10 s; the
-// iteration completes, at once or when run again. Then iteration 3 with
-// the first worker host killed mid-iteration: the same command on the
-// second worker host finishes it. The audit finds every file whole and
-// every rollout listed once. Generation runs in the
-// workers' embedded engines: the inference host is not part of it yet
-// (see docs/DEPLOY.md).
-// Every process and namespace is torn down when the test ends, failed or
-// not; namespaces left by a killed run are removed at the next start.
+// local sandbox backend) and a trainer host. From the trainer host:
+//
+//   - two RL iterations of the bash agent: iteration 0's rollouts on the
+//     first worker host and the update on the trainer host, iteration 1's
+//     rollouts with the new checkpoint on the second worker host and its
+//     update;
+//   - iteration 2's rollouts with the store host cut off the network for
+//     10 s: the iteration completes, at once or when run again;
+//   - iteration 3's rollouts with the first worker host killed
+//     mid-iteration: the same command on the second worker host finishes
+//     it;
+//   - an audit of the whole run in MinIO: every file against its manifest,
+//     every rollout once, the recorded logprobs against the trainer's.
+//
+// Generation runs in the workers' embedded engines: the inference host is
+// not part of it yet (docs/DEPLOY.md). Every process and namespace is torn
+// down when the test ends, failed or not; namespaces left by a killed run
+// are removed at the next start.
 //
 // It needs root, iproute2, nsenter and curl; LEGORL_TEST_CLUSTER=1 turns it on
 // (and a missing prerequisite then fails it).
@@ -223,7 +226,7 @@ func TestCluster(t *testing.T) {
 			t.Errorf("audit: %q lacks %q", out, want)
 		}
 	}
-	t.Logf("two iterations across hosts, the store on %s, in %s (wall, setup included)", kind, time.Since(start).Round(time.Second))
+	t.Logf("the whole test, the store on %s: %s (wall, setup included)", kind, time.Since(start).Round(time.Second))
 }
 
 // newCluster makes a bridge namespace and one namespace per host, each
