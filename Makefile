@@ -33,7 +33,7 @@ FUZZTIME ?= 20s
 TEST_FUZZEXECS ?= 20000x
 
 .DEFAULT_GOAL := help
-.PHONY: help demo starter results results-check chaos test test-harnesses test-minio build tools lint fuzz bench clean jinja-ref torch-ref pytest-ref docker-up docker-down bench-deps bench-sgemm bench-train bench-update bench-loop cuda-headers cuda-build cuda-emu ptx ptx-check device-bundle device-check
+.PHONY: help demo starter results results-check chaos test test-harnesses test-minio build tools lint fuzz bench clean jinja-ref torch-ref pytest-ref docker-up docker-down bench-deps bench-sgemm bench-train bench-update bench-loop cuda-headers cuda-build cuda-emu ptx ptx-check device-bundle device-check test-cluster
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_%/-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -113,6 +113,16 @@ test-harnesses: $(HARNESS_STAMP) pytest-ref ## install the pinned npm harnesses 
 test-minio: $(MINIO_STAMP) ## build the pinned MinIO into .cache/bin and run the S3 storage tests and one legorl rollout + train against it
 	LEGORL_TEST_S3_SERVER=minio LEGORL_MINIO=$(MINIO) $(GO) test -count=1 -timeout 20m -skip '^(TestDuckDB|TestDiskFull)' ./storage/...
 	LEGORL_TEST_S3_SERVER=minio LEGORL_MINIO=$(MINIO) $(GO) test -count=1 -timeout 10m -run '^(TestRolloutTrainOnS3|TestDemoAndExportOnS3)$$' ./cmd/legorl
+
+# The production topology on hosts of its own (cmd/legorl TestCluster):
+# network namespaces on a bridge, as root, with the store (MinIO), the job
+# server, two worker hosts and the trainer each on its own address; two RL
+# iterations of the bash agent across them, an iteration with the store
+# host cut off for 10 s, one with a worker host killed, then an audit of
+# the run in MinIO. Every namespace and process is torn down, also on
+# failure. See docs/DEPLOY.md.
+test-cluster: $(MINIO_STAMP) ## two RL iterations and two faults across network-namespace hosts (store on MinIO, job server, two workers, trainer); needs root
+	LEGORL_TEST_CLUSTER=1 LEGORL_MINIO=$(MINIO) $(GO) test -count=1 -timeout 20m -run '^TestCluster$$' -v ./cmd/legorl
 
 # Every fuzz target, as package:target; each runs for FUZZTIME. `make test` runs
 # their seed corpora (go test does) and fuzzes only TEST_FUZZ_TARGETS, the

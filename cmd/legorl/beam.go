@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/legorl/legorl/pipelines/runner"
+	"github.com/legorl/legorl/proxy/listen"
 	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/transforms"
 )
@@ -20,8 +21,8 @@ import (
 // with --provision_endpoint; see beamWorker).
 func runBeam(ctx context.Context, env *environ, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(stdout, "usage: legorl beam job-server|worker-pool [--port N]")
-		fmt.Fprintln(stdout, "\n  job-server   a Prism job server (bound to the loopback interface) for --runner universal --endpoint")
+		fmt.Fprintln(stdout, "usage: legorl beam job-server|worker-pool [--port N | --listen HOST:PORT [--expose]] [--job-server HOST:PORT]")
+		fmt.Fprintln(stdout, "\n  job-server   a Prism job server (bound to loopback unless --listen --expose) for --runner universal --endpoint")
 		fmt.Fprintln(stdout, "  worker-pool  SDK workers for --environment-type EXTERNAL --environment-config")
 		if len(args) == 0 {
 			return fmt.Errorf("missing subcommand: want job-server or worker-pool")
@@ -30,26 +31,38 @@ func runBeam(ctx context.Context, env *environ, args []string, stdout, stderr io
 	}
 	sub := args[0]
 	fs := newFlags("beam "+sub, stderr)
-	port := fs.Int("port", 0, "port on localhost (0: any free one)")
+	port := fs.Int("port", 0, "shorthand for --listen 127.0.0.1:PORT")
+	addr := fs.String("listen", "127.0.0.1:0", "address to listen on (port 0: any free one); beyond loopback only with --expose")
+	expose := fs.Bool("expose", false, "allow a --listen address other than loopback (other machines can reach it)")
+	jobServer := fs.String("job-server", "", "worker-pool: the job server HOST:PORT when it runs on another machine")
 	if err := parseFlags(fs, stderr, args[1:]); err != nil {
+		return err
+	}
+	if *port != 0 {
+		*addr = fmt.Sprintf("127.0.0.1:%d", *port)
+	}
+	la, err := listen.Parse(*addr, *expose, "--listen", "--expose")
+	if err != nil {
 		return err
 	}
 	switch sub {
 	case "job-server":
-		ep, err := runner.ServeJobServer(ctx, *port)
+		ep, err := runner.ServeJobServer(ctx, la)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "legorl beam: job server at %s\n", ep)
+		fmt.Fprint(stderr, la.Exposure("the Prism job service", ep, "anyone who reaches it can submit jobs, and jobs run code"))
 	case "worker-pool":
 		setWorkerStore(env)
-		ep, stop, err := runner.ServeWorkerPool(ctx, *port)
+		ep, stop, err := runner.ServeWorkerPool(ctx, la, *jobServer)
 		if err != nil {
 			return err
 		}
 		defer stop()
 		defer transforms.CloseRuntimes()
 		fmt.Fprintf(stdout, "legorl beam: worker pool at %s\n", ep)
+		fmt.Fprint(stderr, la.Exposure("the SDK worker pool", ep, "any job server that reaches it runs its bundles here"))
 	default:
 		return fmt.Errorf("unknown subcommand %q (see legorl beam -h)", sub)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/legorl/legorl/policy/engine"
 	"github.com/legorl/legorl/policy/infer"
 	"github.com/legorl/legorl/proxy"
+	"github.com/legorl/legorl/proxy/listen"
 	"github.com/legorl/legorl/rollout"
 	"github.com/legorl/legorl/storage"
 )
@@ -27,7 +28,9 @@ import (
 func runServe(ctx context.Context, env *environ, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("serve", stderr)
 	policyDir := fs.String("policy", "", "policy checkpoint folder: config.json, model.safetensors, tokenizer.json (required; with --remote, only its tokenizer.json is used)")
-	addr := fs.String("addr", "127.0.0.1:8000", "address to listen on")
+	addr := fs.String("addr", "127.0.0.1:8000", "address to listen on; beyond loopback only with --expose")
+	expose := fs.Bool("expose", false, "allow an --addr other than loopback (other machines can reach it)")
+	tokenFile := fs.String("token-file", "", "file with a bearer token that every request must carry; empty: none")
 	templateName := fs.String("template", "qwen3", "chat template: "+templateNames)
 	modelName := fs.String("model-name", "legorl", "model name in replies and /v1/models (requests may name any model)")
 	record := fs.String("record", "", "store URI to record segments to (file:// or s3://); empty: record nothing")
@@ -53,6 +56,14 @@ func runServe(ctx context.Context, env *environ, args []string, stdout, stderr i
 		return err
 	}
 	if err := checkTemplate(*templateName); err != nil {
+		return err
+	}
+	la, err := listen.Parse(*addr, *expose, "--addr", "--expose")
+	if err != nil {
+		return err
+	}
+	guard, err := proxy.TokenGuard(*tokenFile)
+	if err != nil {
 		return err
 	}
 	rem, err := remote.value()
@@ -95,10 +106,11 @@ func runServe(ctx context.Context, env *environ, args []string, stdout, stderr i
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metricsHandler(reg))
 	mux.Handle("/", p)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: guard(mux), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	fmt.Fprintf(stdout, "legorl serve: policy %s (version %d) at http://%s/v1\n", *policyDir, rt.Version, l.Addr())
+	fmt.Fprint(stderr, la.Exposure("the OpenAI and Anthropic APIs and /metrics", l.Addr().String(), proxy.Access(*tokenFile)))
 
 	rec := &rollout.Recorder{Store: st, RunID: *run, CodeVersion: version}
 	tick := time.NewTicker(*flush)

@@ -171,6 +171,63 @@ func TestServe(t *testing.T) {
 	}
 }
 
+// TestServeToken runs `legorl serve --token-file`: requests without the
+// token, or with another, get 401 and generate nothing; with it (as an
+// OpenAI bearer token or an Anthropic x-api-key) they are served, /metrics
+// included. Without --token-file (TestServe) requests need no token.
+func TestServeToken(t *testing.T) {
+	policy := testPolicy(t)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("t0ken-42\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	url, stderr, done := startServe(t, ctx, "--policy", policy, "--addr", "127.0.0.1:0", "--max-tokens", "4", "--token-file", tokenFile)
+	base := strings.TrimSuffix(url, "/v1")
+	call := func(path string, header ...string) int {
+		req, _ := http.NewRequest("POST", base+path, strings.NewReader(`{"model": "any", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}`))
+		if path == "/metrics" {
+			req.Method = "GET"
+		}
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		path   string
+		header []string
+		want   int
+	}{
+		{"/v1/chat/completions", nil, 401},
+		{"/v1/chat/completions", []string{"Authorization", "Bearer wrong"}, 401},
+		{"/v1/messages", []string{"x-api-key", "t0ken-4"}, 401},
+		{"/metrics", nil, 401},
+		{"/v1/chat/completions", []string{"Authorization", "Bearer t0ken-42"}, 200},
+		{"/v1/messages", []string{"x-api-key", "t0ken-42", "anthropic-version", "2023-06-01"}, 200},
+		{"/metrics", []string{"Authorization", "Bearer t0ken-42"}, 200},
+	} {
+		if got := call(tc.path, tc.header...); got != tc.want {
+			t.Errorf("%s %v: status %d, want %d", tc.path, tc.header, got, tc.want)
+		}
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "exposed") {
+		t.Errorf("a loopback serve printed an exposure: %q", stderr.String())
+	}
+}
+
 func TestServeBadInput(t *testing.T) {
 	policy := testPolicy(t)
 	for _, tc := range []struct {
@@ -183,7 +240,10 @@ func TestServeBadInput(t *testing.T) {
 		{[]string{"--policy", policy, "--remote", "vllm"}, "needs --remote-url"},
 		{[]string{"--policy", policy, "--flush", "0s"}, "--flush"},
 		{[]string{"--policy", policy, "--top-p", "1.5"}, "top"},
-		{[]string{"--policy", policy, "--addr", "256.0.0.1:1"}, "listen"},
+		{[]string{"--policy", policy, "--addr", "256.0.0.1:1"}, "listen: bad address"},
+		{[]string{"--policy", policy, "--addr", "10.0.0.1:8000"}, "add --expose to mean it"},
+		{[]string{"--policy", policy, "--addr", ":8000"}, "every interface"},
+		{[]string{"--policy", policy, "--token-file", filepath.Join(t.TempDir(), "none")}, "proxy: token file"},
 		{[]string{"--policy", t.TempDir()}, "config.json"},
 		{[]string{"--policy", policy, "--compute", "tpu"}, `unknown backend "tpu"`},
 	} {

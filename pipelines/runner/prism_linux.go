@@ -38,7 +38,7 @@ func startPrism(ctx context.Context) (string, error) {
 	if prismOnce.endpoint != "" {
 		return prismOnce.endpoint, nil
 	}
-	ep, err := startPrismOn(ctx, 0)
+	ep, err := startPrismOn(ctx, 0, "lo")
 	if err != nil {
 		return "", err
 	}
@@ -49,9 +49,10 @@ func startPrism(ctx context.Context) (string, error) {
 // listenMu keeps two starts from seeing each other's listener.
 var listenMu sync.Mutex
 
-// startPrismOn starts a Prism job service on port (0: any), bound to the
-// loopback device, and returns its endpoint.
-func startPrismOn(ctx context.Context, port int) (string, error) {
+// startPrismOn starts a Prism job service on port (0: any), bound to
+// device ("lo": loopback; "": none, every interface), and returns its
+// endpoint at localhost.
+func startPrismOn(ctx context.Context, port int, device string) (string, error) {
 	listenMu.Lock()
 	defer listenMu.Unlock()
 	before, err := tcpListeners()
@@ -72,11 +73,13 @@ func startPrismOn(ctx context.Context, port int) (string, error) {
 		if _, old := before[ino]; old || !l.wildcard {
 			continue
 		}
-		if err := unix.SetsockoptString(l.fd, unix.SOL_SOCKET, unix.SO_BINDTODEVICE, "lo"); err != nil {
-			return "", fmt.Errorf("runner: prism: bind the job service to lo: %w", err)
-		}
-		if dev, err := unix.GetsockoptString(l.fd, unix.SOL_SOCKET, unix.SO_BINDTODEVICE); err != nil || dev != "lo" {
-			return "", fmt.Errorf("runner: prism: the job service is bound to %q, not lo (%v)", dev, err)
+		if device != "" {
+			if err := unix.SetsockoptString(l.fd, unix.SOL_SOCKET, unix.SO_BINDTODEVICE, device); err != nil {
+				return "", fmt.Errorf("runner: prism: bind the job service to %s: %w", device, err)
+			}
+			if dev, err := unix.GetsockoptString(l.fd, unix.SOL_SOCKET, unix.SO_BINDTODEVICE); err != nil || dev != device {
+				return "", fmt.Errorf("runner: prism: the job service is bound to %q, not %s (%v)", dev, device, err)
+			}
 		}
 		if found != 0 {
 			return "", fmt.Errorf("runner: prism: more than one new listener (ports %d and %d)", found, l.port)

@@ -17,7 +17,9 @@ func startPrism(ctx context.Context) (string, error) {
 	return "", fmt.Errorf("%w: the in-process Prism runner needs Linux (its job service listens on every interface); use --runner universal", ErrOptions)
 }
 
-func startPrismOn(ctx context.Context, port int) (string, error) { return startPrism(ctx) }
+func startPrismOn(ctx context.Context, port int, device string) (string, error) {
+	return startPrism(ctx)
+}
 
 // PrismEndpoint is startPrism.
 func PrismEndpoint(ctx context.Context) (string, error) { return startPrism(ctx) }

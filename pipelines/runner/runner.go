@@ -13,6 +13,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"sort"
 	"strings"
@@ -154,6 +156,14 @@ func run(ctx context.Context, p *beam.Pipeline, opt Options) (beam.PipelineResul
 			return nil, fmt.Errorf("%w: the universal runner needs --endpoint HOST:PORT", ErrOptions)
 		}
 		*jobopts.Endpoint = opt.Endpoint
+		if host, _, err := net.SplitHostPort(opt.Endpoint); err == nil && !isLoopback(host) {
+			// A Prism elsewhere names its staging endpoint localhost:PORT.
+			stop, err := StartRelay(ctx, opt.Endpoint)
+			if err != nil {
+				return nil, err
+			}
+			defer stop()
+		}
 		if env := strings.ToLower(*jobopts.EnvironmentType); *jobopts.WorkerBinary == "" && (env == "external" || env == "process") {
 			// The SDK would upload this binary (about 150 MB) for workers
 			// to run; legorl's workers are legorl already installed where
@@ -212,4 +222,14 @@ func setFlags(opt Options) (func(), error) {
 		undo = append(undo, func() { f.Value.Set(old) })
 	}
 	return restore, nil
+}
+
+// isLoopback reports whether host (a name or an IP) is this machine's
+// loopback.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }

@@ -3,12 +3,14 @@ package runner
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 
 	"github.com/apache/beam/sdks/v2/go/container/tools"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/harness"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/universal/extworker"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/util/grpcx"
+
+	"github.com/legorl/legorl/proxy/listen"
 )
 
 // The pieces of a distributed run on one machine or many: a job server
@@ -20,25 +22,50 @@ import (
 // launcher (Run with the universal runner). The workers must be this
 // binary: Beam Go workers run the DoFns registered in it.
 
-// ServeJobServer starts a Prism job server in this process on port (0:
-// any), bound to the loopback device like the in-process one, and returns
-// its endpoint. It serves until the process ends.
-func ServeJobServer(ctx context.Context, port int) (string, error) {
+// ServeJobServer starts a Prism job server in this process at addr and
+// returns its endpoint. Prism listens on every interface and cannot be
+// told otherwise, so its listener is bound to the device that holds
+// addr's IP (lo for loopback, the default; none for every interface,
+// 0.0.0.0): connections that arrive on other devices are refused. Bound
+// to a device other than lo, it is reachable only from other machines
+// (local connections arrive on lo). Prism names its endpoints
+// localhost:PORT to the launcher and the workers, so elsewhere they reach
+// it through a relay at localhost (StartRelay; ServeWorkerPool and the
+// universal runner start one). It serves until the process ends.
+func ServeJobServer(ctx context.Context, addr listen.Address) (string, error) {
 	Init()
-	return startPrismOn(ctx, port)
+	dev, err := addr.Interface()
+	if err != nil {
+		return "", fmt.Errorf("runner: job server: %w", err)
+	}
+	ep, err := startPrismOn(ctx, addr.Port, dev)
+	if err != nil || addr.Loopback() {
+		return ep, err
+	}
+	_, port, _ := net.SplitHostPort(ep)
+	return net.JoinHostPort(addr.IP.String(), port), nil
 }
 
-// ServeWorkerPool starts an SDK worker pool in this process on localhost
-// at port (0: any): the job server starts workers in it (environment
-// EXTERNAL, config: the returned endpoint), each a goroutine of this
-// process. stop ends it and its workers.
-func ServeWorkerPool(ctx context.Context, port int) (endpoint string, stop func(), err error) {
+// ServeWorkerPool starts an SDK worker pool in this process at addr: the
+// job server starts workers in it (environment EXTERNAL, config: the
+// returned endpoint), each a goroutine of this process. When jobServer
+// (HOST:PORT) is another machine's job server, a relay at localhost:PORT
+// carries the workers' connections to it (see ServeJobServer). stop ends
+// the pool, its workers and the relay.
+func ServeWorkerPool(ctx context.Context, addr listen.Address, jobServer string) (endpoint string, stop func(), err error) {
 	Init()
-	pool, err := extworker.StartLoopback(ctx, port)
+	stopRelay := func() {}
+	if jobServer != "" {
+		if stopRelay, err = StartRelay(ctx, jobServer); err != nil {
+			return "", nil, fmt.Errorf("runner: worker pool: %w", err)
+		}
+	}
+	pool, err := startPool(ctx, addr)
 	if err != nil {
+		stopRelay()
 		return "", nil, fmt.Errorf("runner: worker pool: %w", err)
 	}
-	return pool.EnvironmentConfig(ctx), func() { pool.Stop(context.Background()) }, nil
+	return pool.endpoint(), func() { pool.stop(); stopRelay() }, nil
 }
 
 // IsProcessWorker reports whether args are those a job server starts a
