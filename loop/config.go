@@ -245,8 +245,9 @@ type Eval struct {
 	MaxTasks int `json:"max_tasks,omitempty"`
 	// Greedy also evaluates every policy with greedy decoding (top-k 1),
 	// beside temperature 1: RL that only sharpens the distribution moves
-	// the temperature-1 figure and not the greedy one. Defaults to false.
-	Greedy bool `json:"greedy,omitempty"`
+	// the temperature-1 figure and not the greedy one. Defaults to true;
+	// false evaluates at temperature 1 only.
+	Greedy *bool `json:"greedy,omitempty"`
 	// Splits are the held-out splits evaluated, each its own row: heldout
 	// (unseen instances of the trained families) and heldout_family
 	// (unseen families). Defaults to both.
@@ -259,6 +260,10 @@ type Eval struct {
 	// an eval again.
 	MaxMasked float64 `json:"max_masked,omitempty"`
 }
+
+// greedy says whether the evals decode greedily too (Greedy: nil is
+// true).
+func (e Eval) greedy() bool { return e.Greedy == nil || *e.Greedy }
 
 // evalRetries is how many times an eval that masked more than
 // Eval.MaxMasked of its rollouts is run again.
@@ -349,6 +354,10 @@ func (c Config) WithDefaults() Config {
 	}
 	if len(c.Eval.Splits) == 0 {
 		c.Eval.Splits = []string{tasks.SplitHeldout, tasks.SplitHeldoutFamily}
+	}
+	if c.Eval.Greedy == nil {
+		greedy := true
+		c.Eval.Greedy = &greedy
 	}
 	if c.Eval.MaxMasked == 0 {
 		c.Eval.MaxMasked = 0.05

@@ -129,7 +129,7 @@ func runLoop(ctx context.Context, env *environ, args []string, stdout, stderr io
 		fmt.Fprintln(stdout, res.Start)
 		return nil
 	}
-	fmt.Fprintf(stdout, "wall time %.0f s; summary: %s/summary.json\n", res.WallSeconds, cfg.WorkDir)
+	fmt.Fprintf(stdout, "wall time %.0f s over %d processes; summary: %s/summary.json\n", res.WallSeconds, len(res.Processes), cfg.WorkDir)
 	fmt.Fprintf(stdout, "data: %s (run %s; evals under %s-eval-*); checkpoints: %s/checkpoints\n", cfg.Store, cfg.Run, cfg.Run, cfg.WorkDir)
 	fmt.Fprintf(stdout, "dashboard: bin/legorl monitor --store %s --run %s --checkpoints %s/checkpoints\n", cfg.Store, cfg.Run, cfg.WorkDir)
 	return nil
