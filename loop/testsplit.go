@@ -56,6 +56,13 @@ type TestSuite struct {
 	// N and Languages are the config's builtin.n and builtin.languages.
 	N         int      `json:"n"`
 	Languages []string `json:"languages,omitempty"`
+	// Generated is how many of the suite's N instances were generated: its
+	// first ones, enough to hold the first eval.max_tasks tasks of every
+	// eval split, the only tasks evaluated (N when eval.max_tasks is 0).
+	// Each built-in instance is a function of the seed and its index
+	// alone, so they are the whole suite's own first instances; making
+	// only them spares minutes of generating large suites.
+	Generated int `json:"generated"`
 }
 
 // hashExcluded are the config fields ConfigHash leaves out: where a run's
@@ -184,19 +191,16 @@ func (l *looper) prepareTest(ctx context.Context) error {
 		if err := os.RemoveAll(dir); err != nil { // a suite without its record: made by a run that stopped before recording it
 			return err
 		}
-		l.logf("generating the test suite (%d instances, seed %d from the config's hash %s) in %s", rec.N, rec.Seed, hash, dir)
+		l.logf("generating the test suite (the built-in suite of %d instances and seed %d, from the config's hash %s) in %s", rec.N, rec.Seed, hash, dir)
 		start := time.Now()
-		if err := atomicDir(dir, func(tmp string) error {
-			_, err := builtin.Generate(ctx, tmp, builtin.Options{N: rec.N, Seed: rec.Seed, Languages: rec.Languages})
-			return err
-		}); err != nil {
+		if rec.Generated, err = l.generateTest(ctx, dir, rec); err != nil {
 			return fmt.Errorf("test suite: %w", err)
 		}
 		body, _ := json.MarshalIndent(rec, "", "  ")
 		if err := atomicFile(l.testSuiteRecord(), append(body, '\n')); err != nil {
 			return err
 		}
-		l.logf("test suite generated in %s", time.Since(start).Round(time.Second))
+		l.logf("test suite: its first %d of %d instances (every eval split's first eval.max_tasks tasks) generated in %s", rec.Generated, rec.N, time.Since(start).Round(time.Second))
 		l.did("generate the test suite")
 	case err != nil:
 		return err
@@ -214,6 +218,47 @@ func (l *looper) prepareTest(ctx context.Context) error {
 	}
 	l.test = rec
 	return nil
+}
+
+// generateTest generates the test suite's first instances into dir (see
+// TestSuite.Generated): ten per eval.max_tasks task to start with (a
+// heldout task is about one instance in six), twice as many while an
+// eval split has fewer than eval.max_tasks tasks and instances are left.
+// It returns how many it generated.
+func (l *looper) generateTest(ctx context.Context, dir string, rec *TestSuite) (int, error) {
+	need := l.cfg.Eval.MaxTasks
+	n := rec.N
+	if need > 0 {
+		n = min(rec.N, 10*need)
+	}
+	for {
+		var ins []tasks.Instance
+		err := atomicDir(dir, func(tmp string) error {
+			var err error
+			ins, err = builtin.Generate(ctx, tmp, builtin.Options{N: n, Seed: rec.Seed, Languages: rec.Languages})
+			return err
+		})
+		if err != nil || n == rec.N || !slices.ContainsFunc(l.cfg.Eval.Splits, func(split string) bool {
+			return countValid(ins, split) < need
+		}) {
+			return n, err
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return 0, err
+		}
+		n = min(rec.N, 2*n)
+	}
+}
+
+// countValid counts the valid instances of a split.
+func countValid(ins []tasks.Instance, split string) int {
+	n := 0
+	for _, in := range ins {
+		if in.Split == split && in.Check() == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // readTestSuite reads a test-suite.json.

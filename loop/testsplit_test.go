@@ -1,10 +1,13 @@
 package loop_test
 
 import (
+	"context"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/legorl/legorl/loop"
+	"github.com/legorl/legorl/tasks/builtin"
 )
 
 // hashConfig is a config of every kind of field ConfigHash sees: strings,
@@ -143,5 +146,25 @@ func TestConfigHashCanonical(t *testing.T) {
 	}
 	if _, err := loop.TestSeed("not hex"); err == nil {
 		t.Error("TestSeed accepted a hash that is not hex")
+	}
+}
+
+// TestBuiltinPrefix: the first k instances of a built-in suite of n > k
+// are the suite of k: the test suite generates only the first instances
+// its evals take (TestSuite.Generated) and relies on this.
+func TestBuiltinPrefix(t *testing.T) {
+	ctx := context.Background()
+	full, err := builtin.Generate(ctx, t.TempDir(), builtin.Options{N: 24, Seed: 99, Languages: []string{"python", "go"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix, err := builtin.Generate(ctx, t.TempDir(), builtin.Options{N: 9, Seed: 99, Languages: []string{"python", "go"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, in := range prefix {
+		if !reflect.DeepEqual(in, full[i]) {
+			t.Errorf("instance %d: %+v, the suite of 24's %+v", i, in, full[i])
+		}
 	}
 }
