@@ -18,6 +18,11 @@
 //	checkpoints/init         the initialised policy (unless Config.Policy)
 //	checkpoints/sft          the warm-started policy
 //	checkpoints/iter-NNNNNN  the policy after iteration N-1's update
+//	test-suite/              the test suite's instances (testsplit.go)
+//	test-suite.json          its record: the config hash and seed
+//	pools/                   the task file of each pipeline (pools.go)
+//	processes/               a record per process of the run (Process)
+//	summary.json             the run's figures (Result)
 //
 // In the store: the rollout, train and eval manifests and data of
 // packages transforms and trainer, runs/RUN/checkpoints/vNNNNNN/FILE (each
