@@ -201,9 +201,13 @@ func TestRunStopResume(t *testing.T) {
 	if code := run(ctx, testEnv(nil), args, &out, log); code == 0 {
 		t.Fatalf("the stopped run exited 0:\n%s", log.b.String())
 	}
-	code, _, stderr := runCLI(t, testEnv(nil), args...)
+	reps := filepath.Join(dir, "rep-*.summary.json")
+	code, stdout, stderr := runCLI(t, testEnv(nil), append(args, "--replicates", reps)...)
 	if code != 0 {
 		t.Fatalf("resume: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "replicates: no committed summary matches "+reps+" yet") {
+		t.Errorf("no word on the missing replicates:\n%s", stdout)
 	}
 	s := readSummary(t, filepath.Join(dir, "work"))
 	checkProcesses(t, s, 2)
@@ -215,5 +219,15 @@ func TestRunStopResume(t *testing.T) {
 	if second.Exit != "done" || len(second.Did) == 0 || second.Did[0] != "iteration 1" || !slices.Contains(second.Did, "eval of policy v3 on test, greedy") ||
 		slices.Contains(second.Did, "eval of policy v1 on heldout, t1") {
 		t.Errorf("the resume: %+v", second)
+	}
+	// With a replicate committed (this run's summary under another name),
+	// the spread is printed beside the run's own result.
+	if err := os.WriteFile(filepath.Join(dir, "rep-1.summary.json"), mustRead(t, filepath.Join(dir, "work", "summary.json")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = runCLI(t, testEnv(nil), append(args, "--replicates", reps)...)
+	if code != 0 || !strings.Contains(stdout, "the difference after - before across the 1 committed replicates") ||
+		!regexp.MustCompile(`(?m)^bash +test +t1 +1 [+-]\d\.\d{3} .* rep-1 [+-]\d\.\d{3} \[`).MatchString(stdout) {
+		t.Errorf("exit %d, no replicates' spread:\n%s\n%s", code, stdout, stderr)
 	}
 }
