@@ -38,8 +38,8 @@ TEST_FUZZEXECS ?= 20000x
 help: ## list the targets
 	@grep -E '^[a-zA-Z_%/-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-8s %s\n", $$1, $$2}'
 
-demo: build pytest-ref ## the main job on embedded defaults: 28 RL iterations of the bash agent from the committed starter checkpoint on the built-in suite, with the before/after table (about 10 minutes); resumes if interrupted
-	$(BIN)/legorl run --store file://./legorl-data --work ./legorl-work/demo-rl
+demo: build pytest-ref ## the main job on embedded defaults: 28 RL iterations of the bash agent from the committed starter checkpoint on the built-in suite, with the before/after table on validation and test tasks and the committed replicates' spread beside it (about 10 minutes); resumes if interrupted
+	$(BIN)/legorl run --store file://./legorl-data --work ./legorl-work/demo-rl --replicates 'docs/results/demo-rep-*.summary.json'
 
 # The starter checkpoints (policy/starter): the SFT stage of a results
 # config, committed so RL runs and the demo start from it ("policy":

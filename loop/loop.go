@@ -18,6 +18,11 @@
 //	checkpoints/init         the initialised policy (unless Config.Policy)
 //	checkpoints/sft          the warm-started policy
 //	checkpoints/iter-NNNNNN  the policy after iteration N-1's update
+//	test-suite/              the test suite's instances (testsplit.go)
+//	test-suite.json          its record: the config hash and seed
+//	pools/                   the task file of each pipeline (pools.go)
+//	processes/               a record per process of the run (Process)
+//	summary.json             the run's figures (Result)
 //
 // In the store: the rollout, train and eval manifests and data of
 // packages transforms and trainer, runs/RUN/checkpoints/vNNNNNN/FILE (each
@@ -89,7 +94,11 @@ type Result struct {
 	Iterations []IterationResult `json:"iterations"`
 	// Evals are the held-out evals, in order (before, periodic, after).
 	Evals []EvalResult `json:"evals"`
-	// Comparisons pair the first and last evals by task.
+	// Comparisons pair the first and last evals by task: one per harness,
+	// split and mode. The splits are the validation splits of eval.splits
+	// (heldout, heldout_family: the config was tuned on them) and their
+	// test counterparts, SplitTest (test) and SplitTestFamily
+	// (test_family): the same eval on the run's test suite (TestSuite).
 	Comparisons []Comparison `json:"comparisons,omitempty"`
 	// Probes are rl.probe's measurements, in order; Kept is the iteration
 	// count of the policy the final eval measured (rl.probe's best).
@@ -100,8 +109,18 @@ type Result struct {
 	// Start is the starting checkpoint, iteration 0's policy: Config.Policy,
 	// or the initialised and (with SFT) warm-started one.
 	Start string `json:"start"`
-	// WallSeconds is the time this invocation of the loop took.
+	// TestSuite is the run's test suite (the built-in suite of a seed
+	// derived from the config's hash; testsplit.go), absent for a run of a
+	// suite file.
+	TestSuite *TestSuite `json:"test_suite,omitempty"`
+	// WallSeconds is the wall time of the run: the sum of its processes'
+	// Seconds (before process records existed, it was the last process's
+	// alone).
 	WallSeconds float64 `json:"wall_seconds"`
+	// Processes are the run's processes (one per `legorl run` of its
+	// config: a run stopped and resumed has several), oldest first, each
+	// with its start, end, seconds and what it did.
+	Processes []Process `json:"processes,omitempty"`
 }
 
 // ProbeResult is one rl.probe measurement: pass@1 at temperature 1 of the
@@ -155,7 +174,9 @@ type IterationResult struct {
 }
 
 // EvalResult is pass@1 per harness and held-out split of one policy, at
-// temperature 1 and, with eval.greedy, greedy.
+// temperature 1 and, with eval.greedy, greedy. The first and the final
+// evals also hold the test rows (split test or test_family: the run's
+// test suite); the periodic ones (eval.every) only the validation splits.
 type EvalResult struct {
 	PolicyVersion int64  `json:"policy_version"`
 	Checkpoint    string `json:"checkpoint"`
@@ -203,20 +224,40 @@ func Run(ctx context.Context, cfg Config, o Options) (*Result, error) {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
-	start := time.Now()
 	l := &looper{cfg: cfg, o: o}
-	if err := l.prepare(ctx); err != nil {
+	var err error
+	if l.cfg.WorkDir, err = filepath.Abs(cfg.WorkDir); err != nil {
 		return nil, err
 	}
-	res := &Result{SFT: l.sft, Start: l.start}
-	if o.PrepareOnly {
-		return res, nil
+	if l.proc, err = startProcess(l.cfg.WorkDir); err != nil {
+		return nil, err
 	}
-	err := l.run(ctx, res)
+	err = l.prepare(ctx)
+	if err == nil && !o.PrepareOnly {
+		err = l.prepareTest(ctx)
+	}
+	if err != nil || o.PrepareOnly {
+		if ferr := l.proc.finish(err); err == nil {
+			err = ferr
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &Result{SFT: l.sft, Start: l.start}, nil
+	}
+	res := &Result{SFT: l.sft, Start: l.start, TestSuite: l.test}
+	err = l.run(ctx, res)
 	if len(res.Evals) > 1 {
 		res.Comparisons = compare(res.Evals[0], res.Evals[len(res.Evals)-1])
 	}
-	res.WallSeconds = time.Since(start).Seconds()
+	if ferr := l.proc.finish(err); err == nil {
+		err = ferr
+	}
+	var perr error
+	res.Processes, res.WallSeconds, perr = readProcesses(l.cfg.WorkDir)
+	if err == nil {
+		err = perr
+	}
 	if err == nil {
 		err = l.storeResult(ctx, res)
 	}
@@ -236,6 +277,19 @@ type looper struct {
 	// before the first pipeline and never changes), snapshots absolute.
 	instances []tasks.Instance
 	sft       *SFTSummary
+	// test is the run's test suite (nil: none), testInstances its
+	// instances, read once, snapshots absolute.
+	test          *TestSuite
+	testInstances []tasks.Instance
+	// proc records this process (Process).
+	proc *procRecorder
+}
+
+// did records in the process's record that it did what.
+func (l *looper) did(format string, a ...any) {
+	if l.proc != nil {
+		l.proc.did(fmt.Sprintf(format, a...))
+	}
 }
 
 func (l *looper) logf(format string, a ...any) {
@@ -251,15 +305,15 @@ func (l *looper) ckpt(iteration int) string {
 
 func (l *looper) run(ctx context.Context, res *Result) error {
 	cfg := l.cfg
-	evalAt := func(i int) error {
-		e, err := l.eval(ctx, l.ckpt(i))
+	evalAt := func(i int, test bool) error {
+		e, err := l.eval(ctx, l.ckpt(i), test)
 		if err != nil {
 			return err
 		}
 		res.Evals = append(res.Evals, e)
 		return nil
 	}
-	if err := evalAt(0); err != nil {
+	if err := evalAt(0, true); err != nil {
 		return err
 	}
 	var keep *keeper
@@ -277,6 +331,9 @@ func (l *looper) run(ctx context.Context, res *Result) error {
 		}
 		res.Iterations = append(res.Iterations, it)
 		l.logf("%s", it.summary())
+		if !it.Resumed {
+			l.did("iteration %d", i)
+		}
 		done = i + 1
 		last := i == cfg.Iterations-1
 		if keep != nil && (last || done%cfg.RL.Probe.Every == 0) {
@@ -289,7 +346,7 @@ func (l *looper) run(ctx context.Context, res *Result) error {
 			}
 		}
 		if !last && cfg.Eval.Every > 0 && done%cfg.Eval.Every == 0 {
-			if err := evalAt(done); err != nil {
+			if err := evalAt(done, false); err != nil {
 				return err
 			}
 		}
@@ -300,7 +357,7 @@ func (l *looper) run(ctx context.Context, res *Result) error {
 		res.Kept = &final
 		l.logf("rl.probe: the final policy is the best probed one, after %d of %d iterations (probe pass@1 %.3f): %s", final, done, keep.best, l.ckpt(final))
 	}
-	return evalAt(final)
+	return evalAt(final, true)
 }
 
 // keeper tracks the best policy by rl.probe's pass@1.
@@ -332,9 +389,16 @@ func (l *looper) rlProbe(ctx context.Context, at int, keep *keeper, res *Result)
 		return err
 	}
 	start := time.Now()
+	committed, err := l.committed(ctx, l.cfg.Run+"-rl-probe", at, []string{l.cfg.Harness})
+	if err != nil {
+		return err
+	}
 	r, err := l.probe(ctx, l.ckpt(at), at, path, "rl-probe", l.cfg.RL.Probe.Tasks)
 	if err != nil {
 		return fmt.Errorf("rl.probe after %d iterations: %w", at, err)
+	}
+	if !committed {
+		l.did("rl.probe after %d iterations", at)
 	}
 	keep.add(at, r.Pass1)
 	res.Probes = append(res.Probes, ProbeResult{Iteration: at, Checkpoint: l.ckpt(at), Pass1: r.Pass1, Tasks: r.Tasks, Masked: r.Masked})
@@ -481,12 +545,46 @@ func (it IterationResult) summary() string {
 		it.RolloutSecs, it.TrainSecs, it.TrainTokensPS, it.RecompTokPS, it.Checkpoint)
 }
 
+// evalRow is one row of an eval: a split of a suite, labelled (a
+// validation split is its own label; the test suite's are test and
+// test_family), and its task file.
+type evalRow struct {
+	label, split, path string
+	ins                []tasks.Instance
+}
+
+// evalRows are the validation rows of eval.splits and, with test and a
+// test suite, their test rows.
+func (l *looper) evalRows(test bool) ([]evalRow, error) {
+	var rows []evalRow
+	for _, split := range l.cfg.Eval.Splits {
+		path, ins, err := l.evalTasks(split)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, evalRow{split, split, path, ins})
+	}
+	if !test || l.test == nil {
+		return rows, nil
+	}
+	for _, split := range l.cfg.Eval.Splits {
+		path, ins, err := l.testEvalTasks(split)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, evalRow{testSplit(split), split, path, ins})
+	}
+	return rows, nil
+}
+
 // eval measures pass@1 of a checkpoint per harness and held-out split,
-// at temperature 1 and (eval.greedy) greedily. Each split and mode is its
-// own eval run (RUN-eval-heldout, RUN-eval-heldout-greedy, ...),
+// at temperature 1 and (eval.greedy) greedily, and with test on the test
+// suite's splits too. Each split and mode is its own eval run
+// (RUN-eval-heldout, RUN-eval-heldout-greedy, RUN-eval-test, ...),
 // iteration = the policy version, so the same policy is never evaluated
-// twice.
-func (l *looper) eval(ctx context.Context, dir string) (EvalResult, error) {
+// twice: a resumed run reads committed evals back and runs only the
+// missing ones.
+func (l *looper) eval(ctx context.Context, dir string, test bool) (EvalResult, error) {
 	version, err := policyVersion(dir)
 	if err != nil {
 		return EvalResult{}, err
@@ -495,23 +593,23 @@ func (l *looper) eval(ctx context.Context, dir string) (EvalResult, error) {
 		CI95: map[string]map[string][2]float64{}, Families: map[string]map[string]map[string]map[string]float64{},
 		perTask: map[string]map[string]map[string]map[string]float64{}}
 	modes := []string{ModeT1}
-	if l.cfg.Eval.Greedy {
+	if l.cfg.Eval.greedy() {
 		modes = append(modes, ModeGreedy)
 		e.Greedy, e.GreedyCI95 = map[string]map[string]float64{}, map[string]map[string][2]float64{}
 	}
-	for _, split := range l.cfg.Eval.Splits {
-		path, ins, err := l.evalTasks(split)
-		if err != nil {
-			return e, err
-		}
-		n := len(ins)
+	rows, err := l.evalRows(test)
+	if err != nil {
+		return e, err
+	}
+	for _, row := range rows {
+		split, ins, n := row.label, row.ins, len(row.ins)
 		if n == 0 {
 			continue
 		}
 		for _, mode := range modes {
 			start := time.Now()
 			t, err := retryMasked(l.cfg.Eval.MaxMasked, evalRetries, func(attempt int) (transforms.EvalTable, error) {
-				return l.evalRun(ctx, dir, version, split, mode, path, n, attempt)
+				return l.evalRun(ctx, dir, version, row, mode, attempt)
 			}, func(attempt, masked, rollouts int) {
 				l.logf("eval of policy v%d on %s, %s: %d of %d rollouts masked (environment failures), more than eval.max_masked %g: running it again (%d of %d)",
 					version, split, mode, masked, rollouts, l.cfg.Eval.MaxMasked, attempt, evalRetries)
@@ -587,10 +685,11 @@ func retryMasked(maxMasked float64, retries int, run func(attempt int) (transfor
 	}
 }
 
-// evalRun runs one split's eval in one mode. Attempt n > 0 (retryMasked)
-// is its own eval run, RUN-eval-SPLIT[-greedy]-retryN, so it samples and
+// evalRun runs one row's eval in one mode. Attempt n > 0 (retryMasked)
+// is its own eval run, RUN-eval-LABEL[-greedy]-retryN, so it samples and
 // commits afresh and a resumed run finds every attempt where it left it.
-func (l *looper) evalRun(ctx context.Context, dir string, version int64, split, mode, path string, n, attempt int) (transforms.EvalTable, error) {
+func (l *looper) evalRun(ctx context.Context, dir string, version int64, row evalRow, mode string, attempt int) (transforms.EvalTable, error) {
+	split, n := row.label, len(row.ins)
 	run := evalRun(l.cfg.Run, split)
 	if mode == ModeGreedy {
 		run += "-greedy"
@@ -603,18 +702,40 @@ func (l *looper) evalRun(ctx context.Context, dir string, version int64, split, 
 		rc.TopK = 1
 	}
 	l.logf("eval of policy v%d on %s, %s (%d tasks, %s)", version, split, mode, n, strings.Join(l.cfg.Eval.Harnesses, ", "))
+	committed, err := l.committed(ctx, run, int(version), l.cfg.Eval.Harnesses)
+	if err != nil {
+		return transforms.EvalTable{}, err
+	}
 	var dones []func()
 	for _, h := range l.cfg.Eval.Harnesses { // each harness commits under its own stage
 		hc := rc
 		hc.Harness, hc.Stage = h, eval.Stage(h)
 		dones = append(dones, l.onPipeline(hc, n))
 	}
-	t, err := eval.Run(ctx, eval.Options{Tasks: path, Harnesses: l.cfg.Eval.Harnesses, Splits: []string{split}, Config: rc},
+	t, err := eval.Run(ctx, eval.Options{Tasks: row.path, Harnesses: l.cfg.Eval.Harnesses, Splits: []string{row.split}, Config: rc},
 		l.runnerOptions("eval-"+split+"-"+mode, int(version)))
 	for _, d := range dones {
 		d()
 	}
+	if err == nil && !committed {
+		l.did("eval of policy v%d on %s, %s", version, split, mode)
+	}
 	return t, err
+}
+
+// committed says whether the eval run's rollouts at iteration were
+// committed for every harness already (an earlier process ran it).
+func (l *looper) committed(ctx context.Context, run string, iteration int, harnesses []string) (bool, error) {
+	for _, h := range harnesses {
+		_, err := storage.Latest(ctx, l.st, storage.ManifestRef{RunID: run, Iteration: iteration, Stage: eval.Stage(h)})
+		if errors.Is(err, storage.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // groupPass1 is the mean pass rate in perTask (task id -> pass rate) of

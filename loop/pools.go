@@ -25,19 +25,28 @@ import (
 // load reads the suite once.
 func (l *looper) load() ([]tasks.Instance, error) {
 	if l.instances == nil {
-		s, err := tasks.Load(l.suite)
+		all, err := loadSuite(l.suite)
 		if err != nil {
 			return nil, err
 		}
-		for i := range s.Instances {
-			in := &s.Instances[i]
-			if in.Snapshot != "" && !filepath.IsAbs(in.Snapshot) {
-				in.Snapshot = filepath.Join(s.Dir, in.Snapshot)
-			}
-		}
-		l.instances = s.Instances
+		l.instances = all
 	}
 	return l.instances, nil
+}
+
+// loadSuite reads a suite's instances, their snapshots made absolute.
+func loadSuite(path string) ([]tasks.Instance, error) {
+	s, err := tasks.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	for i := range s.Instances {
+		in := &s.Instances[i]
+		if in.Snapshot != "" && !filepath.IsAbs(in.Snapshot) {
+			in.Snapshot = filepath.Join(s.Dir, in.Snapshot)
+		}
+	}
+	return s.Instances, nil
 }
 
 // split returns the valid instances of a split, in the suite's order.

@@ -80,6 +80,7 @@ func (l *looper) prepare(ctx context.Context) error {
 				return fmt.Errorf("upcycle: %w", err)
 			}
 			l.logf("upcycled %s into a mixture of %d experts (top-%d, noise %g) in %s", l.start, o.Experts, o.TopK, o.Noise, dir)
+			l.did("upcycle")
 		}
 		l.start = dir
 	}
@@ -120,6 +121,7 @@ func (l *looper) prepareSuite(ctx context.Context) (string, error) {
 	}
 	b := l.cfg.Builtin
 	l.logf("generating the built-in suite (%d instances, seed %d) in %s", b.N, b.Seed, dir)
+	l.did("generate the built-in suite")
 	return dir, atomicDir(dir, func(tmp string) error {
 		_, err := builtin.Generate(ctx, tmp, builtin.Options{N: b.N, Seed: b.Seed, Languages: b.Languages})
 		return err
@@ -167,6 +169,7 @@ func (l *looper) demos(ctx context.Context, agent string) (string, error) {
 		return "", err
 	}
 	l.logf("%d %s demonstrations of the %s split in %s -> %s", len(demos), agent, split, time.Since(start).Round(time.Second), path)
+	l.did("%s demonstrations", agent)
 	return path, atomicFile(path, buf.Bytes())
 }
 
@@ -225,6 +228,7 @@ func (l *looper) prepareInit(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("%w: init.model: %v", ErrConfig, err)
 	}
 	l.logf("initialised a %d-parameter model (vocabulary %d, seed %d) -> %s", m.NumParams(), tok.VocabSize(), l.cfg.Init.Seed, dir)
+	l.did("tokenizer and initial policy")
 	return dir, atomicDir(dir, func(tmp string) error {
 		return m.Save(tmp, model.SaveOptions{TokenizerFiles: []string{tokPath}})
 	})
@@ -263,6 +267,7 @@ func (l *looper) prepareSFT(ctx context.Context, from string) (string, error) {
 		first = res.Lineage.Steps[0].Loss
 	}
 	l.logf("SFT: %d steps, loss %.4f -> %.4f in %s -> %s", len(res.Lineage.Steps), first, res.Lineage.FinalLoss, time.Since(start).Round(time.Second), dir)
+	l.did("SFT")
 	return dir, l.readSFT(dir)
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -80,6 +81,10 @@ func (r *Result) Table() string {
 		after = fmt.Sprintf("after %d of %d iterations, the best by rl.probe", *r.Kept, len(r.Iterations))
 	}
 	fmt.Fprintf(&b, "\npass@1 on held-out tasks, policy v%d (before RL) -> v%d (%s); 95%% intervals; paired by task\n", first.PolicyVersion, last.PolicyVersion, after)
+	if t := r.TestSuite; t != nil && slices.ContainsFunc(r.Comparisons, func(c Comparison) bool { return c.Split == SplitTest || c.Split == SplitTestFamily }) {
+		fmt.Fprintf(&b, "split %s (%s): the test suite, the built-in suite of seed %d from the config's hash %.12s, measured before and after only; the others are the validation splits the config was tuned on\n",
+			SplitTest, SplitTestFamily, t.Seed, t.ConfigHash)
+	}
 	fmt.Fprintf(&b, "%-8s %-15s %-6s %-21s %-21s %-24s %5s %9s\n", "harness", "split", "mode", "before", "after", "delta", "tasks", "McNemar p")
 	for _, c := range r.Comparisons {
 		fmt.Fprintf(&b, "%-8s %-15s %-6s %.3f [%.3f,%.3f] %.3f [%.3f,%.3f] %+.3f [%+.3f,%+.3f] %5d %9.2g\n", c.Harness, c.Split, c.Mode,

@@ -33,6 +33,7 @@ func runLoop(ctx context.Context, env *environ, args []string, stdout, stderr io
 	jobServer := fs.String("endpoint", "", "job server HOST:PORT (--runner universal)")
 	prepareOnly := fs.Bool("prepare-only", false, "stop once the starting checkpoint is ready (suite, demonstrations, initialisation, SFT) and print its folder; no eval, no iteration")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics (rollouts, engine, proxy, sandbox, trainer; docs/METRICS.md) at http://ADDR/metrics while the loop runs; empty: off")
+	replicates := fs.String("replicates", "", "after the table, print the spread of the run summaries matching this glob (the config's committed replicates, e.g. docs/results/demo-rep-*.summary.json) beside this run's result")
 	compute := addComputeFlags(fs)
 	if err := parseFlags(fs, stderr, args); err != nil {
 		return err
@@ -119,8 +120,10 @@ func runLoop(ctx context.Context, env *environ, args []string, stdout, stderr io
 			}
 		},
 	})
-	if res != nil && len(res.Evals) > 0 {
-		fmt.Fprint(stdout, res.Table())
+	report, rerr := loop.Report(res, *replicates)
+	fmt.Fprint(stdout, report)
+	if err == nil {
+		err = rerr
 	}
 	if err != nil {
 		return err
@@ -129,7 +132,7 @@ func runLoop(ctx context.Context, env *environ, args []string, stdout, stderr io
 		fmt.Fprintln(stdout, res.Start)
 		return nil
 	}
-	fmt.Fprintf(stdout, "wall time %.0f s; summary: %s/summary.json\n", res.WallSeconds, cfg.WorkDir)
+	fmt.Fprintf(stdout, "wall time %.0f s over %d processes; summary: %s/summary.json\n", res.WallSeconds, len(res.Processes), cfg.WorkDir)
 	fmt.Fprintf(stdout, "data: %s (run %s; evals under %s-eval-*); checkpoints: %s/checkpoints\n", cfg.Store, cfg.Run, cfg.Run, cfg.WorkDir)
 	fmt.Fprintf(stdout, "dashboard: bin/legorl monitor --store %s --run %s --checkpoints %s/checkpoints\n", cfg.Store, cfg.Run, cfg.WorkDir)
 	return nil

@@ -205,6 +205,8 @@ func TestRunLoop(t *testing.T) {
 		t.Errorf("the rerun's summary: SFT train_seconds %v, first run's %v (%v)", sum.SFT.TrainSeconds, first, err)
 	}
 
+	checkTestSplit(t, dir, cfgPath, stdout, args)
+
 	// A crash between the checkpoint's rename and its train_steps commit
 	// (simulated: the commit and the publication removed) redoes the
 	// update, deterministically.
