@@ -26,7 +26,9 @@ var openCodePackage = npmPackage{Name: "opencode-ai", Version: "1.18.33", Main: 
 // fetch, LSP download, share, default plugins, Claude Code files,
 // external skills) and private HOME and XDG folders under /tmp keep it
 // offline. It runs as `opencode run --format json TASK` and prints one
-// JSON event per line. It needs about 570 MB of memory.
+// JSON event per line. It needs about 570 MB of memory. Its wall clock
+// starts at ClockEpoch (libfaketime, fakeClock): it writes the day into
+// its system prompt.
 type OpenCode struct{}
 
 // Name returns "opencode".
@@ -73,6 +75,7 @@ func (OpenCode) Command(env Env) (Launch, error) {
 		"OPENCODE_DISABLE_AUTOUPDATE=1", "OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_LSP_DOWNLOAD=1",
 		"OPENCODE_DISABLE_SHARE=1", "OPENCODE_DISABLE_DEFAULT_PLUGINS=1", "OPENCODE_DISABLE_CLAUDE_CODE=1",
 		"OPENCODE_DISABLE_EXTERNAL_SKILLS=1")
+	wenv = append(wenv, fakeClock(path.Base(openCodePackage.Main))...)
 	return Launch{
 		Cmd:   wrapCmd(argv, env.Workspace, wenv),
 		Files: map[string][]byte{"opencode/opencode.json": conf},
