@@ -15,8 +15,9 @@ import (
 )
 
 // programTimeout bounds one run of an npm harness: a scripted run takes
-// seconds, a hung one is ended.
-const programTimeout = 2 * time.Minute
+// seconds (OpenCode's 15-40 s on 2 idle cores, minutes on loaded ones), a
+// hung one is ended.
+const programTimeout = 10 * time.Minute
 
 // program is an npm harness that Solve drives with scripted replies: the
 // harness, its script, the sandbox folder its launch writes (its

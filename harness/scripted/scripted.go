@@ -73,6 +73,10 @@ const DefaultWorkdir = "/workspace"
 // install folder.
 const ProgramDir = "/legorl/program"
 
+// sandboxTmp is TMPDIR inside a rollout's sandbox, where the solver's
+// programs run with their own temporary folder as TMPDIR.
+const sandboxTmp = "/tmp"
+
 // Demo is one demonstration: a conversation in the layout of
 // policy/chat.Message and chat.Tool (the JSON field names are the same), one
 // JSON object per line of a demonstrations file.
@@ -207,7 +211,9 @@ func Solve(ctx context.Context, suiteDir string, in *tasks.Instance, agentName s
 		if err := p.run(ctx, prog, hs.URL+"/v1", in.ProblemStatement, ws, tmp, replies); err != nil {
 			return nil, fmt.Errorf("%w (task %s)", err, in.InstanceID)
 		}
-		renames = append(renames, prog, ProgramDir, p.stateDir(tmp), p.state)
+		// Last: the solver's folder is the sandbox's TMPDIR (OpenCode's
+		// bash tool names it), after the folders inside it.
+		renames = append(renames, prog, ProgramDir, p.stateDir(tmp), p.state, tmp, sandboxTmp)
 	} else if err := runAgent(ctx, agentName, hs.URL+"/v1", in.ProblemStatement, ws, len(replies)); err != nil {
 		return nil, fmt.Errorf("%w (task %s)", err, in.InstanceID)
 	}
