@@ -314,3 +314,41 @@ func TestNPMScripts(t *testing.T) {
 		t.Errorf("opencode edit %s %s", oc[1].Tool, oc[1].Args)
 	}
 }
+
+// TestDecodeResponses: a Responses request becomes the messages the proxy
+// renders: instructions and developer messages are system, an assistant's
+// text and its call one message, a call's output a tool message named
+// after it; a custom tool or an unknown item is refused.
+func TestDecodeResponses(t *testing.T) {
+	body := `{"instructions": "Be brief.", "tools": [{"type": "function", "name": "exec_command", "parameters": {"type": "object"}},
+		{"type": "web_search"}],
+	"input": [{"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "a"}, {"type": "input_text", "text": "b"}]},
+		{"type": "message", "role": "user", "content": "fix it"},
+		{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Reading."}]},
+		{"type": "function_call", "call_id": "c1", "name": "exec_command", "arguments": "{\"cmd\": \"cat a.py\"}"},
+		{"type": "function_call_output", "call_id": "c1", "output": "x = 1"}]}`
+	msgs, tools, err := decodeResponses([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Message{{Role: "system", Content: "Be brief."}, {Role: "system", Content: "a\nb"}, {Role: "user", Content: "fix it"},
+		{Role: "assistant", Content: "Reading.", ToolCalls: []ToolCall{{ID: "c1", Name: "exec_command", Arguments: json.RawMessage(`{"cmd": "cat a.py"}`)}}},
+		{Role: "tool", Content: "x = 1", ToolCallID: "c1", Name: "exec_command"}}
+	gotJSON, _ := json.Marshal(msgs)
+	wantJSON, _ := json.Marshal(want)
+	if string(gotJSON) != string(wantJSON) {
+		t.Errorf("messages\n%s\nwant\n%s", gotJSON, wantJSON)
+	}
+	if len(tools) != 1 || tools[0].Name != "exec_command" {
+		t.Errorf("tools %+v, want exec_command alone (web_search is hosted)", tools)
+	}
+	for _, bad := range []string{
+		`{"input": [{"type": "message", "role": "user", "content": "x"}], "tools": [{"type": "custom", "name": "apply_patch"}]}`,
+		`{"input": [{"type": "reasoning", "summary": []}]}`,
+		`{"input": 3}`,
+	} {
+		if _, _, err := decodeResponses([]byte(bad)); err == nil || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: err %v, want one line", bad, err)
+		}
+	}
+}

@@ -609,7 +609,7 @@ func decodeChat(body []byte) ([]Message, []Tool, error) {
 
 // demo is the last scripted request's conversation plus the last reply,
 // decoded as the proxy decodes its wire API, with rename applied to the
-// text and arguments (the run's folders become the rollout's).
+// text, arguments and tools (the run's folders become the rollout's).
 func (s *server) demo(rename *strings.Replacer) (*Demo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -633,6 +633,12 @@ func (s *server) demo(rename *strings.Replacer) (*Demo, error) {
 			if len(tc.Arguments) > 0 {
 				msgs[i].ToolCalls[j].Arguments = json.RawMessage(rename.Replace(string(tc.Arguments)))
 			}
+		}
+	}
+	for i := range tools { // OpenCode's bash tool names its TMPDIR
+		tools[i].Description = rename.Replace(tools[i].Description)
+		if len(tools[i].Parameters) > 0 {
+			tools[i].Parameters = json.RawMessage(rename.Replace(string(tools[i].Parameters)))
 		}
 	}
 	return &Demo{Messages: msgs, Tools: tools}, nil
