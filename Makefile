@@ -52,7 +52,11 @@ demo: build pytest-ref ## the main job on embedded defaults: 28 RL iterations of
 # docs/results/tools-induct.json (with drills of random layouts: 29 min
 # beside other work, after the demonstrations),
 # pi-sft that of docs/results/pi-raft-lr3.json
-# (it needs Node.js). `make starter [STARTER=NAME]` runs that SFT again
+# (it needs Node.js), codex-induct and opencode-induct those of
+# docs/results/codex-induct.json and opencode-induct.json (tools-induct's
+# copy drills, demonstrations through the real Codex and OpenCode
+# programs: make test-harnesses first; not committed yet, the first run
+# writes their sha256). `make starter [STARTER=NAME]` runs that SFT again
 # (on 2 cores: 47 min for pi-sft; the SFT stage of its config took about
 # 18 min for tools-sft and 37 for bash-sft, as the runs' notes in docs/results record) and
 # checks the bytes against policy/starter/NAME.sha256: the CPU backend's
@@ -67,8 +71,10 @@ STARTER_CONFIG_tools-sft := docs/results/tools-raft.json
 STARTER_CONFIG_tools-copy := docs/results/tools-copy.json
 STARTER_CONFIG_tools-induct := docs/results/tools-induct.json
 STARTER_CONFIG_pi-sft := docs/results/pi-raft-lr3.json
-starter: build ## remake a committed starter checkpoint (STARTER=bash-sft, bash-sed, bash-early, tools-sft, tools-copy, tools-induct or pi-sft: the SFT of its results config) and check its sha256
-	@test -n "$(STARTER_CONFIG_$(STARTER))" || { echo "starter: STARTER=$(STARTER): no such starter (bash-sft, bash-sed, bash-early, tools-sft, tools-copy, tools-induct, pi-sft)" >&2; exit 2; }
+STARTER_CONFIG_codex-induct := docs/results/codex-induct.json
+STARTER_CONFIG_opencode-induct := docs/results/opencode-induct.json
+starter: build ## remake a committed starter checkpoint (STARTER=bash-sft, bash-sed, bash-early, tools-sft, tools-copy, tools-induct, pi-sft, codex-induct or opencode-induct: the SFT of its results config) and check its sha256
+	@test -n "$(STARTER_CONFIG_$(STARTER))" || { echo "starter: STARTER=$(STARTER): no such starter (bash-sft, bash-sed, bash-early, tools-sft, tools-copy, tools-induct, pi-sft, codex-induct, opencode-induct)" >&2; exit 2; }
 	rm -rf legorl-work/starter-$(STARTER)
 	$(BIN)/legorl run --config $(STARTER_CONFIG_$(STARTER)) --work legorl-work/starter-$(STARTER) \
 		--store file://$(CURDIR)/legorl-work/starter-$(STARTER)/store --prepare-only
@@ -96,8 +102,10 @@ test: tools lint cuda-build ptx-check cuda-emu ## the whole suite: installs and 
 # npm install, not the npm ci of the rule above: npm leaves the other
 # platforms' optional packages (opencode-darwin-arm64, ...) out of the lock
 # file and npm ci then refuses it. package.json pins exact versions.
+# libfaketime pins OpenCode's wall clock (harness/clock.go).
 $(HARNESS_STAMP): tools/harnesses/package.json
 	@scripts/setup node
+	@scripts/setup deb libfaketime
 	cd tools/harnesses && npm install --no-audit --no-fund --loglevel=error
 	@touch $@
 

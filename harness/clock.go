@@ -1,6 +1,9 @@
 package harness
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // ClockEpoch is the wall-clock time at which a harness program with a
 // pinned clock starts. pi writes the day into its system prompt ("Current
@@ -50,4 +53,22 @@ func clockScript() []byte {
 func pinClock(files map[string][]byte, configDir string) []string {
 	files[clockFile] = clockScript()
 	return []string{"--require", configDir + "/" + clockFile}
+}
+
+// faketimeLib is Debian's libfaketime (package libfaketime), a preload
+// that pins the wall clock of a native program, as pinClock's script does
+// for one run by Node.js. OpenCode is a compiled Bun binary that reads no
+// Node.js preload and writes the day into its system prompt ("Today's
+// date: ..."). Where the library is missing (a sandbox image without it)
+// the loader warns and the program runs on the real clock.
+const faketimeLib = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+// fakeClock is the environment that starts the wall clock of the program
+// named command (its process name) at ClockEpoch through libfaketime: it
+// advances from there with real time, the monotonic clocks are left
+// alone, and the commands the program runs (the shell, git, tests) keep
+// the real clock.
+func fakeClock(command string) []string {
+	return []string{"LD_PRELOAD=" + faketimeLib, "FAKETIME=@" + strings.Replace(strings.TrimSuffix(ClockEpoch, "Z"), "T", " ", 1),
+		"FAKETIME_ONLY_CMDS=" + command, "FAKETIME_DONT_FAKE_MONOTONIC=1"}
 }

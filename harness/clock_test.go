@@ -89,3 +89,17 @@ setTimeout(() => {
 		t.Errorf("Date.now() at start %d, want within 10 s of %d", got.Start, int64(clockEpochMs))
 	}
 }
+
+// TestOpenCodePinsClock: OpenCode's launch preloads libfaketime at
+// ClockEpoch for the OpenCode binary alone.
+func TestOpenCodePinsClock(t *testing.T) {
+	l, err := OpenCode{}.Command(Env{BaseURL: "http://127.0.0.1:9/v1", TaskFile: "/cfg/task.md", Workspace: "/w", ConfigDir: "/cfg", ProgramDir: "/prog"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"LD_PRELOAD=" + faketimeLib, "FAKETIME=@2026-01-01 12:00:00", "FAKETIME_ONLY_CMDS=opencode.exe", "FAKETIME_DONT_FAKE_MONOTONIC=1"} {
+		if !slices.Contains(l.Cmd.Env, want) {
+			t.Errorf("env %q lacks %q", l.Cmd.Env, want)
+		}
+	}
+}

@@ -20,7 +20,13 @@ var codexPackage = npmPackage{Name: "@openai/codex", Version: "0.169.0", Main: "
 //
 // Its configuration is $CODEX_HOME/config.toml: a [model_providers.legorl]
 // entry with base_url (the proxy's), env_key, wire_api = "responses" and
-// no retries; check_for_update_on_startup = false; analytics and otel off.
+// no retries; check_for_update_on_startup = false; analytics and otel off;
+// include_environment_context_time = false and skills.include_instructions
+// = false. The last two keep its prompt the same bytes for the same task:
+// Codex, a static native binary whose clock no preload can pin (pi's
+// pinClock), writes the day and time zone into its environment context,
+// and its skills list names CODEX_HOME and the bundled skills (about 2 kB
+// that no task here uses).
 // Codex writes its state (sqlite files) into CODEX_HOME, so the runner's
 // read-only copy is copied to /tmp/codex-home first. It runs as
 // `codex exec --skip-git-repo-check --ephemeral --json --disable plugins
@@ -64,6 +70,10 @@ func (Codex) Command(env Env) (Launch, error) {
 		`model_provider = "legorl"`,
 		"check_for_update_on_startup = false",
 		"model_context_window = 32768",
+		"include_environment_context_time = false",
+		"",
+		"[skills]",
+		"include_instructions = false",
 		"",
 		"[analytics]",
 		"enabled = false",

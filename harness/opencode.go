@@ -21,12 +21,17 @@ var openCodePackage = npmPackage{Name: "opencode-ai", Version: "1.18.33", Main: 
 //
 // Its configuration is the JSON file named by OPENCODE_CONFIG: a provider
 // "legorl" with npm @ai-sdk/openai-compatible and options.baseURL (the
-// proxy's), autoupdate off, sharing disabled, bash and edit allowed,
-// webfetch denied. The OPENCODE_DISABLE_* variables (autoupdate, models
-// fetch, LSP download, share, default plugins, Claude Code files,
-// external skills) and private HOME and XDG folders under /tmp keep it
-// offline. It runs as `opencode run --format json TASK` and prints one
-// JSON event per line. It needs about 570 MB of memory.
+// proxy's), autoupdate off, sharing disabled, snapshots off, bash and edit
+// allowed, webfetch denied. Snapshots (a git copy of the workspace taken
+// at every step, for the user to undo) change nothing the model sees;
+// without them its first model call came after 0.59x the time
+// (docs/results/opencode-induct/snapshot-ab.txt). The OPENCODE_DISABLE_*
+// variables (autoupdate, models fetch, LSP download, share, default
+// plugins, Claude Code files, external skills) and private HOME and XDG
+// folders under /tmp keep it offline. It runs as `opencode run --format json TASK` and prints one
+// JSON event per line. It needs about 570 MB of memory. Its wall clock
+// starts at ClockEpoch (libfaketime, fakeClock): it writes the day into
+// its system prompt.
 type OpenCode struct{}
 
 // Name returns "opencode".
@@ -53,7 +58,7 @@ func (OpenCode) Command(env Env) (Launch, error) {
 		model = "legorl"
 	}
 	conf, err := json.MarshalIndent(map[string]any{
-		"$schema": "https://opencode.ai/config.json", "autoupdate": false, "share": "disabled",
+		"$schema": "https://opencode.ai/config.json", "autoupdate": false, "share": "disabled", "snapshot": false,
 		"model": "legorl/" + model, "small_model": "legorl/" + model,
 		"provider": map[string]any{"legorl": map[string]any{
 			"npm": "@ai-sdk/openai-compatible", "name": "legorl",
@@ -73,6 +78,7 @@ func (OpenCode) Command(env Env) (Launch, error) {
 		"OPENCODE_DISABLE_AUTOUPDATE=1", "OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_LSP_DOWNLOAD=1",
 		"OPENCODE_DISABLE_SHARE=1", "OPENCODE_DISABLE_DEFAULT_PLUGINS=1", "OPENCODE_DISABLE_CLAUDE_CODE=1",
 		"OPENCODE_DISABLE_EXTERNAL_SKILLS=1")
+	wenv = append(wenv, fakeClock(path.Base(openCodePackage.Main))...)
 	return Launch{
 		Cmd:   wrapCmd(argv, env.Workspace, wenv),
 		Files: map[string][]byte{"opencode/opencode.json": conf},

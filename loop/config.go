@@ -183,8 +183,8 @@ const (
 // SFT is the warm start.
 type SFT struct {
 	trainer.SFTConfig
-	// Harness is the demonstrations' format: bash or tools. Defaults to
-	// Config.Harness.
+	// Harness is the demonstrations' format (scripted.Formats: bash,
+	// tools, pi, codex, opencode). Defaults to Config.Harness.
 	Harness string `json:"harness,omitempty"`
 	// Probe, when set, measures pass@1 on tasks of the RL pool during SFT
 	// and stops it in a band (trainer.SFTProbe).

@@ -34,7 +34,7 @@ import (
 const notebooksDir = "../../notebooks"
 
 // The notebooks `make test` runs; each must exist.
-var notebookNames = []string{"run_overview", "behaviour_drift", "logprob_alignment", "reproducibility_audit"}
+var notebookNames = []string{"run_overview", "behaviour_drift", "logprob_alignment", "reproducibility_audit", "harness_behaviour"}
 
 // debianPython is the interpreter of Debian's Jupyter packages; the python3
 // first on PATH may be another install without them.
@@ -237,6 +237,9 @@ func TestNotebooks(t *testing.T) {
 		{"run_overview", "run_overview", []string{"LEGORL_STORE=" + fx.store, "LEGORL_RUN=fixture"}, 4, ""},
 		{"behaviour_drift", "behaviour_drift", []string{"LEGORL_STORE=" + fx.store, "LEGORL_RUN=fixture"}, 4, ""},
 		{"behaviour_drift_no_steps", "behaviour_drift", []string{"LEGORL_STORE=" + fx.store, "LEGORL_RUN=aligned"}, 2, ""},
+		// Two runs side by side, one without steps, one named with its store.
+		{"harness_behaviour", "harness_behaviour", []string{"LEGORL_STORE=" + fx.store, "LEGORL_RUNS=fixture," + fx.store + "#aligned",
+			"LEGORL_BEHAVIOUR_CSV=" + filepath.Join(dir, "behaviour.csv")}, 2, ""},
 		{"logprob_alignment_train_steps", "logprob_alignment", []string{"LEGORL_STORE=" + fx.store, "LEGORL_RUN=fixture"}, 2, ""},
 		{"logprob_alignment_checkpoints", "logprob_alignment", []string{"LEGORL_STORE=" + fx.store, "LEGORL_RUN=aligned", "LEGORL_CHECKPOINTS=" + ckpts}, 4, ""},
 		{"reproducibility_audit", "reproducibility_audit", []string{"LEGORL_STORE=" + fx.store, "LEGORL_RUN=fixture"}, 0, ""},
@@ -279,6 +282,16 @@ func TestNotebooks(t *testing.T) {
 				}
 			})
 		}
+		// The behaviour measures on tables made in the test.
+		t.Run("legorl_behaviour_unittest", func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(debianPython, "-m", "unittest", "-v", "test_legorl_behaviour")
+			cmd.Dir = notebooksDir
+			cmd.Env = pythonEnv(base...)
+			if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "\nOK") {
+				t.Errorf("%v:\n%s", err, tail(string(out), 80))
+			}
+		})
 		// The helper's own tests: bad input (no run, no table, corrupt
 		// files and manifests), footers, safetensors, both table backends' shared code.
 		t.Run("legorl_data_unittest", func(t *testing.T) {

@@ -447,7 +447,7 @@ func TestRunConfigErrors(t *testing.T) {
 		{"no tasks", `{"run": "x", "harness": "bash", "init": {"model": {}}}`, "builtin.n"},
 		{"no policy", `{"run": "x", "harness": "bash", "builtin": {"n": 4}}`, "init.model"},
 		{"bad run id", `{"run": "a/b", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}}`, "run"},
-		{"sft codex", `{"run": "x", "harness": "codex", "builtin": {"n": 4}, "init": {"model": {}}, "sft": {}}`, `sft.harness "codex": demonstrations exist for bash, tools, pi`},
+		{"sft claude", `{"run": "x", "harness": "claude", "builtin": {"n": 4}, "init": {"model": {}}, "sft": {}}`, `sft.harness "claude": demonstrations exist for bash, tools, pi, codex, opencode`},
 		{"bad duration", `{"run": "x", "harness": "bash", "rollout": {"agent_timeout": "soon"}}`, "duration"},
 		{"negative eval", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "eval": {"every": -1}}`, "eval.every"},
 		{"negative K", `{"run": "x", "harness": "bash", "builtin": {"n": 4}, "init": {"model": {}}, "rl": {"tasks_per_iteration": -2}}`, "rl.tasks_per_iteration -2"},

@@ -68,7 +68,8 @@ func runSFT(ctx context.Context, env *environ, args []string, stdout, stderr io.
 
 // runSFTDemos is `legorl sft demos`: one demonstration per training
 // instance of the suite, in the named agent's format (bash, tools, or
-// pi's, which runs the installed pi program: --harness-cache). Held-out
+// pi's, Codex's or OpenCode's, which run the installed program:
+// --harness-cache). Held-out
 // instances and held-out families are skipped (counted); the file is
 // written atomically.
 func runSFTDemos(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -77,7 +78,7 @@ func runSFTDemos(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	harness := fs.String("harness", "", "agent format: "+strings.Join(scripted.Formats(), ", ")+" (required)")
 	out := fs.String("out", "", "demonstrations file to write (required)")
 	limit := fs.Int("n", 0, "at most this many demonstrations (0: every training instance)")
-	cache := fs.String("harness-cache", "", "where npm harnesses (pi) are installed, or are installed with npm: tools/harnesses after make test-harnesses (default $TMPDIR/legorl-harness, where rollouts install them)")
+	cache := fs.String("harness-cache", "", "where npm harnesses (pi, codex, opencode) are installed, or are installed with npm: tools/harnesses after make test-harnesses (default $TMPDIR/legorl-harness, where rollouts install them)")
 	inserts := fs.Bool("sed-inserts", false, "bash: write a multi-line insert after one matched line as sed with \\n in its replacement (GNU sed), not git apply")
 	parallel := fs.Int("parallel", 4, "demonstrations made at once (each runs git and the agent's tools; the gain follows the cores)")
 	verify := fs.String("grade", "", "grade every demonstration's diff in this sandbox backend ("+strings.Join(backendNames(), ", ")+") and fail unless it passes the hidden tests (empty: no grading)")

@@ -99,9 +99,9 @@ func TestSFT(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "x")); err == nil {
 		t.Error("a checkpoint was written from bad demos")
 	}
-	code, _, stderr = runCLI(t, testEnv(nil), "sft", "demos", "--tasks", suite, "--harness", "codex", "--out", filepath.Join(dir, "codex.jsonl"))
-	if code != 2 || !strings.Contains(stderr, "want bash, tools, pi") {
-		t.Errorf("codex: exit %d: %q", code, stderr)
+	code, _, stderr = runCLI(t, testEnv(nil), "sft", "demos", "--tasks", suite, "--harness", "claude", "--out", filepath.Join(dir, "claude.jsonl"))
+	if code != 2 || !strings.Contains(stderr, "want bash, tools, pi, codex, opencode") {
+		t.Errorf("claude: exit %d: %q", code, stderr)
 	}
 	code, _, stderr = runCLI(t, testEnv(nil), "sft", "demos", "--tasks", suite, "--harness", "bash", "--parallel", "0", "--out", filepath.Join(dir, "p0.jsonl"))
 	if code != 2 || !strings.Contains(stderr, "--parallel 0: want at least 1") || strings.Count(stderr, "\n") != 1 {

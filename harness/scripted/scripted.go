@@ -8,12 +8,19 @@
 // replies. Demonstrations are the input of SFT (trainer.SFT), so a tiny
 // model starts with a non-zero solve rate.
 //
-// pi's format comes the same way from the real pi program (harness.Pi, an
-// npm package run by Node.js, fully offline): Solve installs it (or finds
-// it installed, as `make test-harnesses` leaves tools/harnesses), launches
-// it as a rollout does with its base URL on the scripted server, which
-// answers pi's streamed requests, and records pi's own system prompt,
-// tools and messages (see runPi).
+// The formats of pi, Codex and OpenCode come the same way from the real
+// programs (harness.Pi, harness.Codex, harness.OpenCode: npm packages,
+// fully offline): Solve installs the program (or finds it installed, as
+// `make test-harnesses` leaves tools/harnesses), launches it as a rollout
+// does with its base URL on the scripted server, which answers its
+// streamed requests on its wire API (Chat Completions for pi and OpenCode,
+// Responses for Codex), and records the program's own system prompt,
+// tools and messages as the proxy decodes them (see program.run). Codex
+// edits with its own apply_patch, OpenCode and pi with their edit tools.
+// What a program writes at random or from the clock is pinned: pi's and
+// OpenCode's wall clocks start at harness.ClockEpoch, Codex's day is left
+// out of its prompt, and its command outputs' chunk ids and wall times are
+// made canonical (codexCanon).
 //
 // Held-out instances and held-out families are refused (ErrHeldout): they
 // are never used for SFT or RL.
@@ -65,6 +72,10 @@ const DefaultWorkdir = "/workspace"
 // documentation there, so demonstrations name it in place of the host's
 // install folder.
 const ProgramDir = "/legorl/program"
+
+// sandboxTmp is TMPDIR inside a rollout's sandbox, where the solver's
+// programs run with their own temporary folder as TMPDIR.
+const sandboxTmp = "/tmp"
 
 // Demo is one demonstration: a conversation in the layout of
 // policy/chat.Message and chat.Tool (the JSON field names are the same), one
@@ -125,8 +136,8 @@ type Options struct {
 }
 
 // Formats lists the agents Solve writes demonstrations for: the built-in
-// agents and pi.
-func Formats() []string { return []string{"bash", "tools", "pi"} }
+// agents and the npm harnesses pi, Codex and OpenCode.
+func Formats() []string { return []string{"bash", "tools", "pi", "codex", "opencode"} }
 
 // CheckTrain returns ErrHeldout (wrapped, naming the task) unless the
 // instance is in a training pool (sft or train): its own split and the
@@ -162,10 +173,11 @@ func Solve(ctx context.Context, suiteDir string, in *tasks.Instance, agentName s
 	if !slices.Contains(Formats(), agentName) {
 		return nil, fmt.Errorf("%w: agent %q (want %s)", ErrUnsupported, agentName, strings.Join(Formats(), ", "))
 	}
+	p, npm := programs[agentName]
 	prog := ""
-	if agentName == "pi" { // first: a missing program fails fast
+	if npm { // first: a missing program fails fast
 		var err error
-		if prog, err = installPi(ctx, opt.HarnessCache); err != nil {
+		if prog, err = p.install(ctx, opt.HarnessCache); err != nil {
 			return nil, err
 		}
 	}
@@ -188,18 +200,20 @@ func Solve(ctx context.Context, suiteDir string, in *tasks.Instance, agentName s
 	case "tools":
 		replies = toolsScript(edits)
 	default:
-		replies = piScript(edits)
+		replies = p.script(edits)
 	}
 
-	srv := &server{replies: replies}
+	srv := &server{replies: replies, titles: p.titles}
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
 	renames := []string{ws, opt.Workdir}
-	if agentName == "pi" {
-		if err := runPi(ctx, prog, hs.URL+"/v1", in.ProblemStatement, ws, tmp, replies); err != nil {
+	if npm {
+		if err := p.run(ctx, prog, hs.URL+"/v1", in.ProblemStatement, ws, tmp, replies); err != nil {
 			return nil, fmt.Errorf("%w (task %s)", err, in.InstanceID)
 		}
-		renames = append(renames, prog, ProgramDir)
+		// Last: the solver's folder is the sandbox's TMPDIR (OpenCode's
+		// bash tool names it), after the folders inside it.
+		renames = append(renames, prog, ProgramDir, p.stateDir(tmp), p.state, tmp, sandboxTmp)
 	} else if err := runAgent(ctx, agentName, hs.URL+"/v1", in.ProblemStatement, ws, len(replies)); err != nil {
 		return nil, fmt.Errorf("%w (task %s)", err, in.InstanceID)
 	}
@@ -215,6 +229,9 @@ func Solve(ctx context.Context, suiteDir string, in *tasks.Instance, agentName s
 		return nil, fmt.Errorf("scripted: %s: %w", in.InstanceID, err)
 	}
 	d.InstanceID, d.Agent, d.Diff = in.InstanceID, agentName, diff
+	if npm {
+		p.canonical(d, in.InstanceID)
+	}
 	return d, nil
 }
 
@@ -418,24 +435,36 @@ func jsonString(s string) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// server is the scripted model: it answers the n-th chat call with the
-// n-th reply, as one JSON body or, when the request asks for a stream (pi
-// does), as Chat Completions chunks; it keeps the last request.
+// server is the scripted model: it answers the n-th model call with the
+// n-th reply, on the wire API of the request's path: Chat Completions
+// (one JSON body, or chunks when the request asks for a stream, as pi and
+// OpenCode do) or Responses (a stream of events: Codex). With titles, a
+// request without tools is a side request (OpenCode's title) and is
+// answered with sideReply, outside the script (the built-in bash agent's
+// requests have no tools). It keeps the last scripted request.
 type server struct {
-	mu      sync.Mutex
-	replies []reply
-	n       int
-	last    []byte
+	mu        sync.Mutex
+	replies   []reply
+	titles    bool
+	n         int
+	last      []byte
+	responses bool // the last request was a Responses one
+	side      int  // side requests answered
 }
+
+// sideReply answers a side request (a title).
+const sideReply = "Fix the bug"
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
-	if err != nil || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
+	responses := strings.HasSuffix(r.URL.Path, "/responses")
+	if err != nil || !responses && !strings.HasSuffix(r.URL.Path, "/chat/completions") {
 		http.Error(w, `{"error": {"message": "bad request"}}`, http.StatusBadRequest)
 		return
 	}
 	var req struct {
-		Stream bool `json:"stream"`
+		Stream bool              `json:"stream"`
+		Tools  []json.RawMessage `json:"tools"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		http.Error(w, `{"error": {"message": "the body is not JSON"}}`, http.StatusBadRequest)
@@ -443,25 +472,35 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.n >= len(s.replies) {
+	var rp reply
+	var id string
+	switch {
+	case s.titles && len(req.Tools) == 0:
+		s.side++
+		rp, id = reply{Content: sideReply}, fmt.Sprintf("side_%d", s.side)
+	case s.n >= len(s.replies):
 		http.Error(w, `{"error": {"message": "script exhausted"}}`, http.StatusBadRequest)
 		return
+	default:
+		rp = s.replies[s.n]
+		s.n++
+		s.last, s.responses = body, responses
+		id = fmt.Sprintf("call_%d", s.n)
 	}
-	rp := s.replies[s.n]
-	s.n++
-	s.last = body
-	id := fmt.Sprintf("call_%d", s.n)
-	if req.Stream {
+	switch {
+	case responses:
+		writeResponsesStream(w, rp, id)
+	case req.Stream:
 		writeStream(w, rp, id)
-		return
+	default:
+		msg := map[string]any{"role": "assistant", "content": rp.Content}
+		if rp.Tool != "" {
+			msg["tool_calls"] = []any{map[string]any{"id": id, "type": "function",
+				"function": map[string]any{"name": rp.Tool, "arguments": rp.Args}}}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": rp.finish()}}})
 	}
-	msg := map[string]any{"role": "assistant", "content": rp.Content}
-	if rp.Tool != "" {
-		msg["tool_calls"] = []any{map[string]any{"id": id, "type": "function",
-			"function": map[string]any{"name": rp.Tool, "arguments": rp.Args}}}
-	}
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": rp.finish()}}})
 }
 
 // finish is the reply's finish_reason.
@@ -495,7 +534,7 @@ func writeStream(w http.ResponseWriter, rp reply, id string) {
 	fmt.Fprint(w, "data: [DONE]\n\n")
 }
 
-// calls is the number of chat calls answered.
+// calls is the number of scripted model calls answered.
 func (s *server) calls() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -525,25 +564,21 @@ type wire struct {
 	} `json:"tools"`
 }
 
-// demo is the last request's conversation plus the last reply, decoded as
-// the proxy decodes Chat Completions (proxy's chatMessage: developer is
-// system, content parts joined by newlines, reasoning_content or
-// reasoning, empty arguments none) with rename applied to the text (the
-// run's folders become the rollout's).
-func (s *server) demo(rename *strings.Replacer) (*Demo, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// decodeChat reads a Chat Completions request as the proxy does (proxy's
+// chatMessage: developer is system, content parts joined by newlines,
+// reasoning_content or reasoning, empty arguments none).
+func decodeChat(body []byte) ([]Message, []Tool, error) {
 	var req wire
-	if err := json.Unmarshal(s.last, &req); err != nil {
-		return nil, fmt.Errorf("scripted: the agent's request: %w", err)
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, nil, fmt.Errorf("scripted: the agent's request: %w", err)
 	}
-	d := &Demo{}
+	var msgs []Message
 	for i, m := range req.Messages {
 		content, err := wireContent(m.Content)
 		if err != nil {
-			return nil, fmt.Errorf("scripted: the agent's request: message %d: %w", i, err)
+			return nil, nil, fmt.Errorf("scripted: the agent's request: message %d: %w", i, err)
 		}
-		o := Message{Role: m.Role, Content: rename.Replace(content), ToolCallID: m.ToolCallID}
+		o := Message{Role: m.Role, Content: content, ToolCallID: m.ToolCallID}
 		switch m.Role {
 		case "developer":
 			o.Role = "system"
@@ -559,22 +594,54 @@ func (s *server) demo(rename *strings.Replacer) (*Demo, error) {
 		for _, tc := range m.ToolCalls {
 			c := ToolCall{ID: tc.ID, Name: tc.Function.Name}
 			if strings.TrimSpace(tc.Function.Arguments) != "" {
-				c.Arguments = json.RawMessage(rename.Replace(tc.Function.Arguments))
+				c.Arguments = json.RawMessage(tc.Function.Arguments)
 			}
 			o.ToolCalls = append(o.ToolCalls, c)
 		}
-		d.Messages = append(d.Messages, o)
+		msgs = append(msgs, o)
 	}
+	var tools []Tool
 	for _, t := range req.Tools {
-		d.Tools = append(d.Tools, t.Function)
+		tools = append(tools, t.Function)
+	}
+	return msgs, tools, nil
+}
+
+// demo is the last scripted request's conversation plus the last reply,
+// decoded as the proxy decodes its wire API, with rename applied to the
+// text, arguments and tools (the run's folders become the rollout's).
+func (s *server) demo(rename *strings.Replacer) (*Demo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	decode := decodeChat
+	if s.responses {
+		decode = decodeResponses
+	}
+	msgs, tools, err := decode(s.last)
+	if err != nil {
+		return nil, err
 	}
 	last := s.replies[s.n-1]
 	m := Message{Role: "assistant", Content: last.Content}
 	if last.Tool != "" {
-		m.ToolCalls = []ToolCall{{ID: fmt.Sprintf("call_%d", s.n), Name: last.Tool, Arguments: json.RawMessage(rename.Replace(last.Args))}}
+		m.ToolCalls = []ToolCall{{ID: fmt.Sprintf("call_%d", s.n), Name: last.Tool, Arguments: json.RawMessage(last.Args)}}
 	}
-	d.Messages = append(d.Messages, m)
-	return d, nil
+	msgs = append(msgs, m)
+	for i := range msgs {
+		msgs[i].Content = rename.Replace(msgs[i].Content)
+		for j, tc := range msgs[i].ToolCalls {
+			if len(tc.Arguments) > 0 {
+				msgs[i].ToolCalls[j].Arguments = json.RawMessage(rename.Replace(string(tc.Arguments)))
+			}
+		}
+	}
+	for i := range tools { // OpenCode's bash tool names its TMPDIR
+		tools[i].Description = rename.Replace(tools[i].Description)
+		if len(tools[i].Parameters) > 0 {
+			tools[i].Parameters = json.RawMessage(rename.Replace(string(tools[i].Parameters)))
+		}
+	}
+	return &Demo{Messages: msgs, Tools: tools}, nil
 }
 
 // wireContent flattens a message's content: a string, null, or an array

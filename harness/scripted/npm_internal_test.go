@@ -155,21 +155,29 @@ func TestServerStream(t *testing.T) {
 	}
 }
 
-// TestPiEnv: pi's agent folder moves into the solver's folder; a launch
-// that no longer names it is refused.
-func TestPiEnv(t *testing.T) {
+// TestProgramEnv: every variable naming the program's sandbox state
+// folder moves into the solver's folder; a launch whose LEGORL_STATE is no
+// longer there is refused.
+func TestProgramEnv(t *testing.T) {
 	tests := []struct {
-		name   string
-		launch []string
-		err    bool
+		name, state string
+		launch      []string
+		moved       []string
+		err         bool
 	}{
-		{"both", []string{"LEGORL_CONFIG=/c/pi", "LEGORL_STATE=/tmp/pi-agent", "PI_CODING_AGENT_DIR=/tmp/pi-agent", "PI_OFFLINE=1"}, false},
-		{"no state", []string{"PI_CODING_AGENT_DIR=/tmp/pi-agent", "PI_OFFLINE=1"}, true},
+		{"pi", "/tmp/pi-agent", []string{"LEGORL_CONFIG=/c/pi", "LEGORL_STATE=/tmp/pi-agent", "PI_CODING_AGENT_DIR=/tmp/pi-agent", "PI_OFFLINE=1"},
+			[]string{"LEGORL_STATE={S}", "PI_CODING_AGENT_DIR={S}", "PI_OFFLINE=1", "LEGORL_CONFIG=/c/pi"}, false},
+		{"opencode", "/tmp/opencode-home", []string{"LEGORL_STATE=/tmp/opencode-home/config", "HOME=/tmp/opencode-home",
+			"OPENCODE_CONFIG=/tmp/opencode-home/config/opencode.json", "XDG_CACHE_HOME=/tmp/opencode-home-x"},
+			[]string{"LEGORL_STATE={S}/config", "HOME={S}", "OPENCODE_CONFIG={S}/config/opencode.json", "XDG_CACHE_HOME=/tmp/opencode-home-x"}, false},
+		{"no state", "/tmp/pi-agent", []string{"PI_CODING_AGENT_DIR=/tmp/pi-agent", "PI_OFFLINE=1"}, nil, true},
+		{"state elsewhere", "/tmp/codex-home", []string{"LEGORL_STATE=/tmp/codex-home2", "CODEX_HOME=/tmp/codex-home"}, nil, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tmp := t.TempDir()
-			env, err := piEnv(tt.launch, tmp)
+			moved := tmp + "/state"
+			env, err := programEnv(tt.launch, tmp, tt.state, moved)
 			if tt.err {
 				if !errors.Is(err, ErrUnsupported) {
 					t.Errorf("err %v, want ErrUnsupported", err)
@@ -179,13 +187,19 @@ func TestPiEnv(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, want := range []string{"LEGORL_STATE=" + tmp + "/pi-agent", "PI_CODING_AGENT_DIR=" + tmp + "/pi-agent", "HOME=" + tmp + "/home", "PI_OFFLINE=1", "LEGORL_CONFIG=/c/pi"} {
-				if !slices.Contains(env, want) {
+			if !slices.Contains(env, "TMPDIR="+tmp) {
+				t.Errorf("env %q lacks TMPDIR", env)
+			}
+			for _, want := range tt.moved {
+				if !slices.Contains(env, strings.ReplaceAll(want, "{S}", moved)) {
 					t.Errorf("env %q lacks %q", env, want)
 				}
 			}
-			if slices.ContainsFunc(env, func(kv string) bool { return strings.Contains(kv, "/tmp/pi-agent") }) {
-				t.Errorf("env %q still names the sandbox's agent folder", env)
+			if slices.ContainsFunc(env, func(kv string) bool {
+				_, v, _ := strings.Cut(kv, "=")
+				return strings.HasPrefix(v, tt.state+"/") || v == tt.state
+			}) {
+				t.Errorf("env %q still names the sandbox's state folder", env)
 			}
 		})
 	}
@@ -206,7 +220,7 @@ func TestRunLaunch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := runLaunch(context.Background(), []string{"/bin/sh", "-c", tt.script}, t.TempDir(), []string{"PATH=/usr/bin:/bin"})
+			out, err := runLaunch(context.Background(), "pi", []string{"/bin/sh", "-c", tt.script}, t.TempDir(), []string{"PATH=/usr/bin:/bin"})
 			if !errors.Is(err, tt.want) || string(out) != tt.stdout {
 				t.Fatalf("runLaunch = %q, %v; want %q, %v", out, err, tt.stdout, tt.want)
 			}
@@ -220,9 +234,9 @@ func TestRunLaunch(t *testing.T) {
 	}
 }
 
-// TestCheckPi: pi must end by itself having run every scripted call
+// TestCheck: pi must end by itself having run every scripted call
 // without error.
-func TestCheckPi(t *testing.T) {
+func TestCheck(t *testing.T) {
 	script := []reply{{Tool: "read"}, {Tool: "edit"}, {Content: "Done."}}
 	const read = `{"type":"tool_execution_start","toolName":"read","args":{"path":"a.py"}}
 {"type":"tool_execution_end","toolName":"read","result":{"content":[{"type":"text","text":"x"}]},"isError":false}
@@ -245,10 +259,96 @@ func TestCheckPi(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := checkPi([]byte(tt.out), script)
+			err := programs["pi"].check([]byte(tt.out), script)
 			if tt.ok != (err == nil) || (err != nil && !errors.Is(err, ErrFailed)) {
-				t.Errorf("checkPi: %v", err)
+				t.Errorf("check: %v", err)
 			}
 		})
+	}
+}
+
+// TestCodexCanon: two runs' outputs that differ only in Codex's random
+// chunk ids and wall times become the same bytes, of the same shape;
+// another task or call gets other ids; the rest of the text is kept.
+func TestCodexCanon(t *testing.T) {
+	run1 := "Chunk ID: e99f9a\nWall time: 0.0012 seconds\nProcess exited with code 0\nOutput:\nx -= 1\n"
+	run2 := "Chunk ID: 0b71c3\nWall time: 0.0000 seconds\nProcess exited with code 0\nOutput:\nx -= 1\n"
+	a, b := codexCanon("task-1", 0, run1), codexCanon("task-1", 0, run2)
+	if a != b {
+		t.Errorf("two runs canonicalize differently:\n%q\n%q", a, b)
+	}
+	if !codexChunkID.MatchString(a) || len(a) != len(run1) || !strings.Contains(a, "Wall time: 0.0000 seconds\nProcess exited with code 0\nOutput:\nx -= 1\n") {
+		t.Errorf("canonical output %q lost its shape", a)
+	}
+	if c, d := codexCanon("task-2", 0, run1), codexCanon("task-1", 1, run1); c == a || d == a || c == d {
+		t.Errorf("ids do not depend on the task and call: %q %q %q", a, c, d)
+	}
+	if plain := "Exit code: 0\nWall time: 3 seconds\nOutput:\nok\n"; codexCanon("t", 0, plain) != "Exit code: 0\nWall time: 0 seconds\nOutput:\nok\n" {
+		t.Errorf("whole-second wall time: %q", codexCanon("t", 0, plain))
+	}
+}
+
+// TestNPMScripts: Codex's and OpenCode's scripts read the first file, make
+// one edit call per file with their own argument names (Codex: an
+// apply_patch of its own format run by exec_command), and end with text.
+func TestNPMScripts(t *testing.T) {
+	edits := []edit{{Path: "a.py", Old: "    x -= 1", New: "    x += 1", Line: 3},
+		{Path: "b/c.go", Old: "if n < 0 {\n\treturn \"<&>\"", New: "if n <= 0 {\n\treturn \"<&>\"", Line: 2}}
+	codex := codexScript(edits)
+	if len(codex) != 4 || codex[0].Args != `{"cmd": "cat a.py"}` || codex[3].Tool != "" || codex[3].Content == "" {
+		t.Fatalf("codex replies %+v", codex)
+	}
+	var args struct{ Cmd string }
+	if err := json.Unmarshal([]byte(codex[2].Args), &args); err != nil {
+		t.Fatal(err)
+	}
+	want := "apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: b/c.go\n@@\n-if n < 0 {\n-\treturn \"<&>\"\n+if n <= 0 {\n+\treturn \"<&>\"\n*** End Patch\nEOF\n"
+	if codex[2].Tool != "exec_command" || args.Cmd != want {
+		t.Errorf("codex patch %s %q, want %q", codex[2].Tool, args.Cmd, want)
+	}
+	oc := openCodeScript(edits)
+	if len(oc) != 4 || oc[0].Tool != "read" || oc[0].Args != `{"filePath": "a.py"}` || oc[3].Tool != "" {
+		t.Fatalf("opencode replies %+v", oc)
+	}
+	if oc[1].Tool != "edit" || oc[1].Args != `{"filePath": "a.py", "oldString": "    x -= 1", "newString": "    x += 1"}` {
+		t.Errorf("opencode edit %s %s", oc[1].Tool, oc[1].Args)
+	}
+}
+
+// TestDecodeResponses: a Responses request becomes the messages the proxy
+// renders: instructions and developer messages are system, an assistant's
+// text and its call one message, a call's output a tool message named
+// after it; a custom tool or an unknown item is refused.
+func TestDecodeResponses(t *testing.T) {
+	body := `{"instructions": "Be brief.", "tools": [{"type": "function", "name": "exec_command", "parameters": {"type": "object"}},
+		{"type": "web_search"}],
+	"input": [{"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "a"}, {"type": "input_text", "text": "b"}]},
+		{"type": "message", "role": "user", "content": "fix it"},
+		{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Reading."}]},
+		{"type": "function_call", "call_id": "c1", "name": "exec_command", "arguments": "{\"cmd\": \"cat a.py\"}"},
+		{"type": "function_call_output", "call_id": "c1", "output": "x = 1"}]}`
+	msgs, tools, err := decodeResponses([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Message{{Role: "system", Content: "Be brief."}, {Role: "system", Content: "a\nb"}, {Role: "user", Content: "fix it"},
+		{Role: "assistant", Content: "Reading.", ToolCalls: []ToolCall{{ID: "c1", Name: "exec_command", Arguments: json.RawMessage(`{"cmd": "cat a.py"}`)}}},
+		{Role: "tool", Content: "x = 1", ToolCallID: "c1", Name: "exec_command"}}
+	gotJSON, _ := json.Marshal(msgs)
+	wantJSON, _ := json.Marshal(want)
+	if string(gotJSON) != string(wantJSON) {
+		t.Errorf("messages\n%s\nwant\n%s", gotJSON, wantJSON)
+	}
+	if len(tools) != 1 || tools[0].Name != "exec_command" {
+		t.Errorf("tools %+v, want exec_command alone (web_search is hosted)", tools)
+	}
+	for _, bad := range []string{
+		`{"input": [{"type": "message", "role": "user", "content": "x"}], "tools": [{"type": "custom", "name": "apply_patch"}]}`,
+		`{"input": [{"type": "reasoning", "summary": []}]}`,
+		`{"input": 3}`,
+	} {
+		if _, _, err := decodeResponses([]byte(bad)); err == nil || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: err %v, want one line", bad, err)
+		}
 	}
 }
