@@ -15,6 +15,7 @@ import (
 	"github.com/legorl/legorl/harness/scripted"
 	"github.com/legorl/legorl/sandbox/grade"
 	"github.com/legorl/legorl/sandbox/local"
+	"github.com/legorl/legorl/sandbox/local/localtest"
 	"github.com/legorl/legorl/tasks"
 )
 
@@ -27,7 +28,7 @@ func TestHarnessPiDemos(t *testing.T) {
 	cache := harnesstest.Cache(t)
 	dir, ins := suite(t, 12)
 	ctx := context.Background()
-	g := grade.New(local.New(local.Options{}), grade.Options{})
+	g := grade.New(local.New(local.Options{InitPath: localtest.Init(t)}), grade.Options{})
 	for _, in := range trainingPicks(t, ins) {
 		start := time.Now()
 		d, err := scripted.Solve(ctx, dir, in, "pi", scripted.Options{HarnessCache: cache})
