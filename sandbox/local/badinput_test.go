@@ -39,11 +39,7 @@ func TestBadRequestToHolder(t *testing.T) {
 	b := backend(t, local.Options{NoPrestart: true})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sb, err := b.Create(context.Background(), sandbox.Spec{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sb.Close()
+			sb := create(t, b)
 			type out struct {
 				res sandbox.Result
 				err error
@@ -108,12 +104,7 @@ func TestBadRequestIdle(t *testing.T) {
 	b := backend(t, local.Options{NoPrestart: true})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sb, err := b.Create(context.Background(), sandbox.Spec{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sb.Close()
-			fd := local.ControlFD(sb)
+			fd := local.ControlFD(create(t, b))
 			if err := unix.Sendmsg(fd, tt.packet, nil, nil, 0); err != nil {
 				t.Fatal(err)
 			}
@@ -130,4 +121,15 @@ func TestBadRequestIdle(t *testing.T) {
 			}
 		})
 	}
+}
+
+// create makes a sandbox of b that closes with the test.
+func create(t *testing.T, b *local.Backend) sandbox.Sandbox {
+	t.Helper()
+	sb, err := b.Create(context.Background(), sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	return sb
 }
