@@ -145,7 +145,7 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 20s), and the C sandbo
 # $(CACHE)/init-fuzz, never into the committed corpus.
 INIT_C          := sandbox/local/initproc/c
 INIT_SRC        := $(INIT_C)/init.c $(INIT_C)/tables.h
-INIT_FUZZ       := $(CACHE)/init-fuzz/fuzz
+INIT_FUZZ       := $(BIN)/legorl-init-fuzz
 INIT_FUZZ_ARGS  ?= -runs=20000
 INIT_FUZZ_LONG  ?= -max_total_time=300
 CLANG_STAMP     := $(CACHE)/clang-debs.stamp
@@ -165,11 +165,12 @@ init-lint: $(CPPCHECK_STAMP) ## cppcheck the C sandbox init and its fuzz target:
 		-DLEGORL_INIT_VERSION='"lint"' -D__x86_64__ -D__linux__ -I$(INIT_C) $(INIT_C)/init.c $(INIT_C)/fuzz.c
 
 $(INIT_FUZZ): $(INIT_SRC) $(INIT_C)/fuzz.c | $(CLANG_STAMP)
-	@mkdir -p $(@D)/found
+	@mkdir -p $(@D)
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Wall -Wextra -Werror -Wno-unused-function \
 		-DLEGORL_INIT_VERSION='"fuzz"' -o $@ $(INIT_C)/fuzz.c
 
 init-fuzz: $(INIT_FUZZ) ## fuzz the C sandbox init's request decoder (libFuzzer, ASan, UBSan): INIT_FUZZ_ARGS (default -runs=20000) from its seed corpus
+	@mkdir -p $(CACHE)/init-fuzz/found
 	$(INIT_FUZZ) $(INIT_FUZZ_ARGS) -artifact_prefix=$(CACHE)/init-fuzz/ $(CACHE)/init-fuzz/found $(INIT_C)/corpus
 
 test-init-asan: $(CLANG_STAMP) ## run sandbox/local's suite with an ASan + UBSan build of the sandbox init (root)
