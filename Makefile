@@ -33,7 +33,7 @@ FUZZTIME ?= 20s
 TEST_FUZZEXECS ?= 20000x
 
 .DEFAULT_GOAL := help
-.PHONY: help demo starter results results-check chaos test test-harnesses test-minio build tools lint fuzz bench clean jinja-ref torch-ref pytest-ref docker-up docker-down bench-deps bench-sgemm bench-train bench-update bench-loop cuda-headers cuda-build cuda-emu ptx ptx-check device-bundle device-check test-cluster
+.PHONY: help demo starter results results-check chaos test test-harnesses test-minio build tools lint fuzz bench clean jinja-ref torch-ref pytest-ref docker-up docker-down bench-deps bench-sgemm bench-train bench-update bench-loop cuda-headers cuda-build cuda-emu ptx ptx-check device-bundle device-check test-cluster init-lint init-fuzz test-init-asan
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_%/-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -85,11 +85,11 @@ starter: build ## remake a committed starter checkpoint (STARTER=bash-sft, bash-
 DOCKER_SOCK := $(CACHE)/docker/docker.sock
 export LEGORL_DOCKER_HOST := unix://$(DOCKER_SOCK)
 
-test: tools lint cuda-build ptx-check cuda-emu ## the whole suite: installs and starts what it needs (versitygw, DuckDB, Docker Engine, ...), unit + integration tests, the seed corpus of every fuzz target and a bounded fuzz run of the Parquet reader and the proxy's request parsers
+test: tools lint init-lint init-fuzz cuda-build ptx-check cuda-emu ## the whole suite: installs and starts what it needs (versitygw, DuckDB, Docker Engine, ...), unit + integration tests, the seed corpus of every fuzz target and a bounded fuzz run of the Parquet reader and the proxy's request parsers
 	scripts/docker/start-dockerd.sh >/dev/null
 	DOCKER_HOST=$(LEGORL_DOCKER_HOST) scripts/docker/base-image.sh
 	$(GO) test -count=1 -timeout 40m ./... ; rc=$$?; scripts/docker/stop-dockerd.sh; exit $$rc
-	LEGORL_TEST_INIT=go $(GO) test -count=1 ./sandbox/local
+	$(MAKE) test-init-asan
 	LEGORL_NOTEBOOKS=1 $(GO) test -count=1 -timeout 20m -run '^TestNotebooks$$' ./cmd/legorl
 	$(GO) test -count=1 -tags purego ./policy/kernels
 	@set -e; for t in $(TEST_FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
@@ -147,19 +147,61 @@ FUZZ_TARGETS := ./storage:FuzzDecodeFile ./policy/chat:FuzzQwen3Parse ./policy/c
 chaos: ## kill a small legorl run at a point of every stage, resume it each time, and compare its store with an uninterrupted run's (also part of make test)
 	$(GO) test -count=1 -run '^TestChaosResume$$' -v ./cmd/legorl
 
-fuzz: ## run every fuzz target for FUZZTIME each (default 20s)
+fuzz: ## run every fuzz target for FUZZTIME each (default 20s), and the C sandbox init's for INIT_FUZZ_LONG
 	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
 		echo "fuzz $$fn ($$pkg, $(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 100x $$pkg; done
+	$(MAKE) init-fuzz INIT_FUZZ_ARGS=$(INIT_FUZZ_LONG)
+
+# The sandbox init, the sandbox's security boundary, is C
+# (sandbox/local/initproc/c/init.c): make test checks it with cppcheck
+# (init-lint), runs the libFuzzer target of its request decoder for a
+# bounded number of executions from the seed corpus of the real protocol
+# (init-fuzz; make fuzz runs it for INIT_FUZZ_LONG) and runs sandbox/local's
+# whole suite once with an AddressSanitizer + UndefinedBehaviorSanitizer
+# build of the init (test-init-asan). Inputs the fuzzer finds go to
+# $(CACHE)/init-fuzz, never into the committed corpus.
+INIT_C          := sandbox/local/initproc/c
+INIT_SRC        := $(INIT_C)/init.c $(INIT_C)/tables.h
+INIT_FUZZ       := $(BIN)/legorl-init-fuzz
+INIT_FUZZ_ARGS  ?= -runs=20000
+INIT_FUZZ_LONG  ?= -max_total_time=300
+CLANG_STAMP     := $(CACHE)/clang-debs.stamp
+CPPCHECK_STAMP  := $(CACHE)/cppcheck-debs.stamp
+
+$(CLANG_STAMP):
+	scripts/setup deb clang libclang-rt-dev
+	@mkdir -p $(@D) && touch $@
+
+$(CPPCHECK_STAMP):
+	scripts/setup deb cppcheck
+	@mkdir -p $(@D) && touch $@
+
+init-lint: $(CPPCHECK_STAMP) ## cppcheck the C sandbox init and its fuzz target: any finding fails
+	cppcheck --enable=warning,style,performance,portability --std=c11 --error-exitcode=1 --inline-suppr -q \
+		--template='{file}:{line}: {severity}: {message} [{id}]' \
+		-DLEGORL_INIT_VERSION='"lint"' -D__x86_64__ -D__linux__ -I$(INIT_C) $(INIT_C)/init.c $(INIT_C)/fuzz.c
+
+$(INIT_FUZZ): $(INIT_SRC) $(INIT_C)/fuzz.c | $(CLANG_STAMP)
+	@mkdir -p $(@D)
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Wall -Wextra -Werror -Wno-unused-function \
+		-DLEGORL_INIT_VERSION='"fuzz"' -o $@ $(INIT_C)/fuzz.c
+
+init-fuzz: $(INIT_FUZZ) ## fuzz the C sandbox init's request decoder (libFuzzer, ASan, UBSan): INIT_FUZZ_ARGS (default -runs=20000) from its seed corpus
+	@mkdir -p $(CACHE)/init-fuzz/found
+	$(INIT_FUZZ) $(INIT_FUZZ_ARGS) -artifact_prefix=$(CACHE)/init-fuzz/ $(CACHE)/init-fuzz/found $(INIT_C)/corpus
+
+test-init-asan: $(CLANG_STAMP) ## run sandbox/local's suite with an ASan + UBSan build of the sandbox init (root)
+	LEGORL_TEST_INIT=asan $(GO) test -count=1 ./sandbox/local
 
 build: $(BIN)/legorl $(BIN)/legorl-agent $(BIN)/legorl-sandbox-init ## build bin/legorl, the static built-in agent bin/legorl-agent and the static sandbox init bin/legorl-sandbox-init
 
 # The agent runs inside sandboxes and images of any libc: build it static.
 $(BIN)/legorl-agent: export CGO_ENABLED=0
 # The local sandbox backend's spawner and sandbox init, in C, static
-# (cmd/legorl-sandbox-init/init.c; package sandbox/local/initproc is the Go
-# one a host binary falls back to).
-$(BIN)/legorl-sandbox-init: cmd/legorl-sandbox-init/init.c sandbox/local/initproc/version_linux.go | /usr/bin/cc
+# (sandbox/local/initproc/c/init.c, the only implementation): the local
+# backend starts the one beside bin/legorl and refuses to run without it.
+$(BIN)/legorl-sandbox-init: $(INIT_SRC) scripts/lib/build-init.sh | /usr/bin/cc
 	@mkdir -p $(BIN)
 	scripts/lib/build-init.sh . $@
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/legorl/legorl/sandbox"
 	"github.com/legorl/legorl/sandbox/local"
+	"github.com/legorl/legorl/sandbox/local/localtest"
 	"github.com/legorl/legorl/sandbox/sandboxtest"
 )
 
@@ -44,7 +45,7 @@ func TestServeInSandbox(t *testing.T) {
 	gen := newScripted(t, tok, "Hi, sandbox.<|im_end|>")
 	p, hostSrv := testProxy(t, gen)
 	ctx := context.Background()
-	b := local.New(local.Options{})
+	b := local.New(local.Options{InitPath: localtest.Init(t)})
 	t.Cleanup(func() { b.Close() })
 	sb, err := b.Create(ctx, sandbox.Spec{Workspace: sandboxtest.Workspace(t)})
 	if errors.Is(err, sandbox.ErrUnsupported) {

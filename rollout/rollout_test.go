@@ -30,6 +30,7 @@ import (
 	"github.com/legorl/legorl/sandbox"
 	"github.com/legorl/legorl/sandbox/grade"
 	"github.com/legorl/legorl/sandbox/local"
+	"github.com/legorl/legorl/sandbox/local/localtest"
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/tasks"
 	"github.com/legorl/legorl/tasks/builtin"
@@ -41,6 +42,7 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && slices.Contains(agent.Names(), os.Args[1]) {
 		os.Exit(agent.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
+	localtest.MustInstall() // the sandbox init make build ships, beside this binary
 	code := m.Run()
 	if fx.backend != nil {
 		fx.backend.Close()

@@ -228,7 +228,10 @@ func newBackend(ctx context.Context, kind string, m *sandbox.Metrics) (sandbox.B
 		}
 		return b, func() { b.Close() }, nil
 	}
-	b := local.New(local.Options{Metrics: m})
+	b, err := local.Open(local.Options{Metrics: m})
+	if err != nil {
+		return nil, nil, err
+	}
 	return b, func() { b.Close() }, nil
 }
 

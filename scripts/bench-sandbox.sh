@@ -4,9 +4,10 @@
 #
 #   scripts/bench-sandbox.sh [BASE] [ROUNDS] [OUT]
 #
-# Builds sandbox/local's test binary and a static legorl-sandbox-init for
-# BASE (default 9edd6d5, main before the second pass) and for this tree,
-# then runs ROUNDS (default 12) alternating rounds of BenchmarkLocal
+# Builds sandbox/local's test binary and a static legorl-sandbox-init (each
+# with its own tree's scripts/lib/build-init.sh: the init's source moved)
+# for BASE (default 9edd6d5, main before the second pass) and for this
+# tree, then runs ROUNDS (default 12) alternating rounds of BenchmarkLocal
 # (default options, sandboxes 20 ms apart), BenchmarkLocalBackToBack and
 # BenchmarkAnchorBubblewrap (bwrap --unshare-all), 30 sandboxes each, and
 # prints each binary's p50 as a ratio to bubblewrap's p50 in the same
@@ -25,7 +26,7 @@ command -v bwrap >/dev/null || { echo "bench-sandbox: bwrap not found (apt-get i
 build() { # build SRC DEST
 	mkdir -p "$2"
 	(cd "$1" && go test -c -o "$2/local.test" ./sandbox/local) &&
-		"$root/scripts/lib/build-init.sh" "$1" "$2/legorl-sandbox-init"
+		"$1/scripts/lib/build-init.sh" "$1" "$2/legorl-sandbox-init"
 }
 git -C "$root" worktree add --detach "$work/base-tree" "$base" >/dev/null
 build "$work/base-tree" "$work/base"

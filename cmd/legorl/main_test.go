@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/legorl/legorl/sandbox/local/localtest"
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/schemas/synth"
 	"github.com/legorl/legorl/storage"
@@ -27,6 +28,7 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
+	localtest.MustInstall() // the sandbox init make build ships, beside this binary
 	s3test.Main(m)
 }
 

@@ -29,7 +29,7 @@ func sandboxCommands() map[string]command {
 // sandboxBackends is the table of sandbox backends by --backend name.
 func sandboxBackends() map[string]func(ctx context.Context) (sandbox.Backend, error) {
 	return map[string]func(ctx context.Context) (sandbox.Backend, error){
-		"local":  func(context.Context) (sandbox.Backend, error) { return local.New(local.Options{}), nil },
+		"local":  func(context.Context) (sandbox.Backend, error) { return local.Open(local.Options{}) },
 		"docker": func(ctx context.Context) (sandbox.Backend, error) { return docker.New(ctx, docker.Options{}) },
 	}
 }

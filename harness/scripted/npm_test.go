@@ -16,6 +16,7 @@ import (
 	"github.com/legorl/legorl/harness/scripted"
 	"github.com/legorl/legorl/sandbox/grade"
 	"github.com/legorl/legorl/sandbox/local"
+	"github.com/legorl/legorl/sandbox/local/localtest"
 	"github.com/legorl/legorl/tasks"
 )
 
@@ -29,7 +30,7 @@ func TestHarnessNPMDemos(t *testing.T) {
 	cache := harnesstest.Cache(t)
 	dir, ins := suite(t, 12)
 	ctx := context.Background()
-	g := grade.New(local.New(local.Options{}), grade.Options{})
+	g := grade.New(local.New(local.Options{InitPath: localtest.Init(t)}), grade.Options{})
 	for _, agent := range []string{"pi", "codex", "opencode"} {
 		t.Run(agent, func(t *testing.T) {
 			for _, in := range trainingPicks(t, ins) {

@@ -12,6 +12,7 @@ import (
 	"github.com/legorl/legorl/harness/scripted"
 	"github.com/legorl/legorl/sandbox/grade"
 	"github.com/legorl/legorl/sandbox/local"
+	"github.com/legorl/legorl/sandbox/local/localtest"
 	"github.com/legorl/legorl/tasks"
 	"github.com/legorl/legorl/tasks/builtin"
 )
@@ -100,7 +101,7 @@ func TestDemosGrade(t *testing.T) {
 	}
 	dir, ins := suite(t, 12)
 	ctx := context.Background()
-	g := grade.New(local.New(local.Options{}), grade.Options{})
+	g := grade.New(local.New(local.Options{InitPath: localtest.Init(t)}), grade.Options{})
 	for _, in := range trainingPicks(t, ins) {
 		for _, a := range builtinFormats {
 			d, err := scripted.Solve(ctx, dir, in, a, scripted.Options{})
@@ -132,7 +133,7 @@ func TestSedInserts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grade.New(local.New(local.Options{}), grade.Options{})
+	g := grade.New(local.New(local.Options{InitPath: localtest.Init(t)}), grade.Options{})
 	done := 0
 	for i := range ins {
 		in := &ins[i]

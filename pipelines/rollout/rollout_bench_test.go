@@ -20,6 +20,7 @@ import (
 	"github.com/legorl/legorl/rollout"
 	"github.com/legorl/legorl/sandbox/grade"
 	"github.com/legorl/legorl/sandbox/local"
+	"github.com/legorl/legorl/sandbox/local/localtest"
 )
 
 // The benchmarks run the two-task suite with G=2 (4 rollouts, bash agent,
@@ -64,7 +65,7 @@ func BenchmarkDirect(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	backend := local.New(local.Options{})
+	backend := local.New(local.Options{InitPath: localtest.Init(b)})
 	defer backend.Close()
 	grader := grade.New(backend, grade.Options{})
 	h, _ := harness.Lookup("bash")

@@ -18,6 +18,7 @@ import (
 	"github.com/legorl/legorl/policy/model"
 	"github.com/legorl/legorl/policy/tokenizer"
 	rolloutrt "github.com/legorl/legorl/rollout"
+	"github.com/legorl/legorl/sandbox/local/localtest"
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
 	"github.com/legorl/legorl/tasks"
@@ -39,6 +40,7 @@ func TestMain(m *testing.M) {
 		os.Exit(agent.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	localtest.MustInstall() // the sandbox init make build ships, beside this binary
 	code := m.Run()
 	if fx.dir != "" {
 		os.RemoveAll(fx.dir)

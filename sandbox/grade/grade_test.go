@@ -17,6 +17,7 @@ import (
 	"github.com/legorl/legorl/sandbox/docker"
 	"github.com/legorl/legorl/sandbox/grade"
 	"github.com/legorl/legorl/sandbox/local"
+	"github.com/legorl/legorl/sandbox/local/localtest"
 	"github.com/legorl/legorl/tasks"
 	"github.com/legorl/legorl/tasks/builtin"
 )
@@ -41,10 +42,10 @@ var (
 var backendNames = []string{"local", "docker"}
 
 func TestMain(m *testing.M) {
-	local.Init()
 	if os.Getenv(coldWorkerEnv) != "" {
-		os.Exit(coldWorker())
+		os.Exit(coldWorker()) // a child of this binary: the init is beside it
 	}
+	localtest.MustInstall()
 	code := m.Run()
 	if _, ok := backends["docker"]; ok && leftContainers() {
 		code = 1
@@ -60,6 +61,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// backend is the local backend with the init make build ships, which
+// TestMain put beside this test binary, where the backend looks for it.
 func backend() sandbox.Backend { return local.New(local.Options{}) }
 
 // backendFor returns the shared backend of that name, created once. The

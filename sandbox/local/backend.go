@@ -2,8 +2,8 @@
 // embedded default, which starts a sandbox in milliseconds.
 //
 // Each sandbox is a process (the holder: forked by the small static C
-// program legorl-sandbox-init beside the running binary when there is one,
-// else this same binary re-executed; see Init and Options.InitPath) that is pid
+// program legorl-sandbox-init, the sandbox init, which make build puts
+// beside bin/legorl; see package initproc and Options.InitPath) that is pid
 // 1 of new user, mount, pid, network, uts and ipc namespaces. Its root is
 // mapped to a random unprivileged host uid that owns nothing on the host
 // but the sandbox's workspace copy. It builds a root file
@@ -18,6 +18,7 @@
 package local
 
 import (
+	"errors"
 	"sync"
 
 	"github.com/legorl/legorl/sandbox"
@@ -45,12 +46,11 @@ type Options struct {
 	// NoPrestart starts each sandbox's init in Create, and none ahead
 	// (as does a negative Prestart). Defaults to false.
 	NoPrestart bool
-	// InitPath is the binary started as the backend's helper (and so
-	// every sandbox's init): a binary that links this package, or the C
-	// init (cmd/legorl-sandbox-init); either must greet the host with the
-	// same init version. Defaults to legorl-sandbox-init beside the
-	// running executable (make build puts one beside bin/legorl) when it
-	// is there and greets the host so, else /proc/self/exe.
+	// InitPath is the sandbox init the backend starts (the C program of
+	// package initproc, built from the same source as this binary: it
+	// must greet the host with initproc.Version). Defaults to
+	// legorl-sandbox-init beside the running executable, which make build
+	// puts beside bin/legorl; without one no sandbox starts (see FindInit).
 	InitPath string
 	// Metrics, when not nil, counts sandboxes and commands in Prometheus
 	// metrics (sandbox.NewMetrics), labelled backend="local". Defaults to
@@ -104,6 +104,19 @@ func New(opts Options) *Backend {
 		b.refill <- struct{}{}
 	}
 	return b
+}
+
+// ErrNoInit: the sandbox init is not where the backend looks for it.
+var ErrNoInit = errors.New("no sandbox init")
+
+// Open is New for a caller that wants a missing init reported now rather
+// than at the first Create: it fails with ErrNoInit, naming make build,
+// when FindInit finds no init.
+func Open(opts Options) (*Backend, error) {
+	if _, err := FindInit(opts.InitPath); err != nil {
+		return nil, err
+	}
+	return New(opts), nil
 }
 
 // Name returns "local".

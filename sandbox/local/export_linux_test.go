@@ -19,8 +19,5 @@ func CgroupDirs(s sandbox.Sandbox) []string {
 	return out
 }
 
-// InitVersion is the version the spawner greets the host with.
-const InitVersion = initVersion
-
-// InitCandidates lists the binaries tried as the init.
-func InitCandidates(explicit string) []string { return initCandidates(explicit) }
+// ControlFD is the host's end of the sandbox's control socket to its init.
+func ControlFD(s sandbox.Sandbox) int { return s.(*localSandbox).ctlFD }

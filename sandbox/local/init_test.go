@@ -4,9 +4,7 @@ package local_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,136 +13,103 @@ import (
 
 	"github.com/legorl/legorl/sandbox"
 	"github.com/legorl/legorl/sandbox/local"
-	"github.com/legorl/legorl/sandbox/local/internal/cinit"
+	"github.com/legorl/legorl/sandbox/local/initproc"
+	"github.com/legorl/legorl/sandbox/local/localtest"
 )
 
-// TestInitVersion: initVersion is the hash of the code the spawner and the
-// holders run, so that a legorl-sandbox-init built from older code is
-// never used. When this fails, set initVersion to the value it names.
+// TestInitVersion: the init make build ships greets with the version the
+// host computes from the same source files.
 func TestInitVersion(t *testing.T) {
-	h := sha256.New()
-	for _, f := range []string{"init_linux.go", "proto_linux.go", "seccomp_linux.go", "spawner_linux.go", cinit.Source()} {
-		if !filepath.IsAbs(f) {
-			f = filepath.Join("initproc", f)
-		}
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.Write(b)
+	out, err := exec.Command(localtest.Init(t), "--version").Output()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := hex.EncodeToString(h.Sum(nil))[:16]; got != local.InitVersion {
-		t.Fatalf("the init's source changed: set Version in initproc/version_linux.go to %q (is %q)", got, local.InitVersion)
+	if got, want := strings.TrimSpace(string(out)), initproc.Version(); got != want || len(want) != 16 {
+		t.Fatalf("the init says version %q, the host %q", got, want)
 	}
 }
 
-// TestInitCandidates: an explicit InitPath is the only candidate; else the
-// running executable, after a legorl-sandbox-init beside it when there is one.
-func TestInitCandidates(t *testing.T) {
+// TestFindInit: the init is the one InitPath names, else the one beside
+// the running executable (localtest put it there, as make build puts it
+// beside bin/legorl); nothing else, and a missing one is ErrNoInit naming
+// make build.
+func TestFindInit(t *testing.T) {
+	init := localtest.Init(t)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	sibling := filepath.Join(filepath.Dir(exe), "legorl-sandbox-init")
-	_, statErr := os.Stat(sibling)
-	tests := []struct {
-		name     string
-		explicit string
-		want     []string
-	}{
-		{"explicit", "/opt/init", []string{"/opt/init"}},
-		{"default", "", []string{"/proc/self/exe"}},
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "not-exec")
+	if err := os.WriteFile(notExec, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	if statErr == nil {
-		tests[1].want = []string{sibling, "/proc/self/exe"}
+	tests := []struct {
+		name, explicit, want string
+		err                  bool
+	}{
+		{"explicit", init, init, false},
+		{"default: beside the executable", "", filepath.Join(filepath.Dir(exe), "legorl-sandbox-init"), false},
+		{"missing", filepath.Join(dir, "nothing"), "", true},
+		{"a folder", dir, "", true},
+		{"not executable", notExec, "", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := local.InitCandidates(tt.explicit); strings.Join(got, " ") != strings.Join(tt.want, " ") {
-				t.Fatalf("candidates %v, want %v", got, tt.want)
+			got, err := local.FindInit(tt.explicit)
+			if tt.err {
+				if !errors.Is(err, local.ErrNoInit) || !strings.Contains(err.Error(), "make build") || strings.Contains(err.Error(), "\n") {
+					t.Fatalf("error %v, want one line: ErrNoInit naming make build", err)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("FindInit(%q) = %q, %v; want %q", tt.explicit, got, err, tt.want)
 			}
 		})
 	}
 }
 
-// TestStaticInit: a copy of this test binary with a legorl-sandbox-init
-// beside it starts its sandboxes from that init when the init greets it
-// with the same version, and from itself when the init is not one (here
-// a script that exits) or is missing.
-func TestStaticInit(t *testing.T) {
-	if mode := os.Getenv("LEGORL_TEST_STATIC_INIT"); mode != "" {
-		// The child: run a command in a sandbox and print the spawner's binary.
-		b := local.New(local.Options{NoPrestart: true})
-		defer b.Close()
-		sb, err := b.Create(context.Background(), sandbox.Spec{})
-		if err != nil {
-			fmt.Println("error", err)
-			os.Exit(1)
-		}
-		defer sb.Close()
-		res, err := sb.Exec(context.Background(), sandbox.Cmd{Args: []string{"echo", "ran"}})
-		if err != nil || string(res.Stdout) != "ran\n" {
-			fmt.Println("error", err, res)
-			os.Exit(1)
-		}
-		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", parentOf(fmt.Sprint(local.HolderPid(sb)))))
-		fmt.Println("spawner", exe)
-		return
+// TestNoInit: without the init the backend refuses to start: Open at once,
+// Create (of New) at the first sandbox, each with one line that names make
+// build; and it does not fall back to anything else.
+func TestNoInit(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "legorl-sandbox-init")
+	if _, err := local.Open(local.Options{InitPath: missing}); !errors.Is(err, local.ErrNoInit) {
+		t.Fatalf("Open: %v, want ErrNoInit", err)
 	}
+	b := local.New(local.Options{InitPath: missing, NoPrestart: true})
+	defer b.Close()
+	_, err := b.Create(context.Background(), sandbox.Spec{})
+	if !errors.Is(err, sandbox.ErrSetup) || !strings.Contains(err.Error(), "make build") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("Create: %v, want one line: a setup error naming make build", err)
+	}
+}
+
+// TestWrongInit: an init that is not one (a script that exits) or that was
+// built from other source (another version) is refused, with one line.
+func TestWrongInit(t *testing.T) {
 	dir := t.TempDir()
-	self, err := os.ReadFile(os.Args[0])
-	if err != nil {
+	script := filepath.Join(dir, "script")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nexit 3\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	host := filepath.Join(dir, "host.test")
-	if err := os.WriteFile(host, self, 0o755); err != nil {
-		t.Fatal(err)
+	other := filepath.Join(dir, "other")
+	src := filepath.Join(localtest.Root(), "sandbox", "local", "initproc", "c", "init.c")
+	if out, err := exec.Command("cc", "-static", "-O2", `-DLEGORL_INIT_VERSION="0123456789abcdef"`, "-o", other, src).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
 	}
-	init, err := cinit.BuildTo(context.Background(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := func(t *testing.T) string {
-		t.Helper()
-		cmd := exec.Command(host, "-test.run=^TestStaticInit$")
-		cmd.Env = append(os.Environ(), "LEGORL_TEST_STATIC_INIT=1")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("child: %v\n%s", err, out)
-		}
-		for _, line := range strings.Split(string(out), "\n") {
-			if f := strings.Fields(line); len(f) == 2 && f[0] == "spawner" {
-				return f[1]
-			}
-		}
-		t.Fatalf("child output %q", out)
-		return ""
-	}
-	tests := []struct {
-		name  string
-		setup func(t *testing.T)
-		want  string
-	}{
-		{"static init", func(t *testing.T) {}, init},
-		{"not an init", func(t *testing.T) {
-			if err := os.Rename(init, init+".real"); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(init, []byte("#!/bin/sh\nexit 3\n"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}, host},
-		{"missing", func(t *testing.T) {
-			if err := os.Remove(init); err != nil {
-				t.Fatal(err)
-			}
-		}, host},
+	tests := []struct{ name, path, want string }{
+		{"not an init", script, "peer closed"},
+		{"other version", other, `version "0123456789abcdef"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.setup(t)
-			if got := run(t); got != tt.want {
-				t.Fatalf("spawner ran %s, want %s", got, tt.want)
+			b := local.New(local.Options{InitPath: tt.path, NoPrestart: true})
+			defer b.Close()
+			_, err := b.Create(context.Background(), sandbox.Spec{})
+			if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("Create: %v, want one line with %q", err, tt.want)
 			}
 		})
 	}

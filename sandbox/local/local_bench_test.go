@@ -19,6 +19,7 @@ import (
 	"github.com/legorl/legorl/sandbox"
 	"github.com/legorl/legorl/sandbox/internal/cgroupfs"
 	"github.com/legorl/legorl/sandbox/local"
+	"github.com/legorl/legorl/sandbox/local/localtest"
 	"github.com/legorl/legorl/sandbox/sandboxtest"
 )
 
@@ -51,7 +52,6 @@ func rusageTime() time.Duration {
 // cpuTime) when the v1 cpuacct hierarchy is there.
 func TestMain(m *testing.M) {
 	os.Exit(func() int {
-		defer local.RemoveTestInit()
 		if flag.Parse(); flag.Lookup("test.bench").Value.String() == "" {
 			return m.Run()
 		}
@@ -100,6 +100,9 @@ func reportPercentiles(b *testing.B, ds []time.Duration, cpu0 time.Duration) {
 // rollouts, for prestarted inits to be made) is not timed, but the CPU
 // spent in it is counted: cpu-ms/op is the whole process tree's.
 func benchSandbox(b *testing.B, opts local.Options, spec sandbox.Spec, gap time.Duration) {
+	if opts.InitPath == "" {
+		opts.InitPath = localtest.Init(b)
+	}
 	be := local.New(opts)
 	ctx := context.Background()
 	ds := make([]time.Duration, 0, b.N)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/legorl/legorl/sandbox"
 	"github.com/legorl/legorl/sandbox/internal/capfs"
+	"github.com/legorl/legorl/sandbox/local/initproc"
 )
 
 // Create builds a sandbox: the holder process in new user, mount, pid,
@@ -99,8 +100,8 @@ func setupErr(what string, err error) error {
 }
 
 // maxMounts bounds Spec.Mounts: they travel with the workspace in one
-// message, which carries at most 16 descriptors.
-const maxMounts = 15
+// message, which carries at most initproc.MaxFDs descriptors.
+const maxMounts = initproc.MaxFDs - 1
 
 // normalize checks a spec and fills its defaults.
 func normalize(spec sandbox.Spec) (sandbox.Spec, error) {
@@ -203,15 +204,18 @@ func (s *localSandbox) setup(opts Options) error {
 	for _, m := range s.spec.Mounts {
 		cfg.Mounts = append(cfg.Mounts, mountEntry{Target: filepath.Clean(m.Target), ReadOnly: m.ReadOnly})
 	}
-	if err := send(s.ctlFD, &message{Op: "setup", Setup: cfg}, trees...); err != nil {
+	if err := send(s.ctlFD, &message{Op: initproc.OpSetup, Setup: cfg}, trees...); err != nil {
 		return s.holderErr(err)
 	}
 	m, fds, err := recv(s.ctlFD)
 	closeAll(fds)
+	if err == nil {
+		err = want(m, initproc.OpReady)
+	}
 	if err != nil {
 		return s.holderErr(err)
 	}
-	if m.Op != "ready" || m.Error != "" {
+	if m.Error != "" {
 		return fmt.Errorf("holder: %s", m.Error)
 	}
 	return nil
@@ -298,7 +302,7 @@ func (s *localSandbox) exec(ctx context.Context, c sandbox.Cmd) (sandbox.Result,
 	go func() { defer wg.Done(); stdout.drain(outR) }()
 	go func() { defer wg.Done(); stderr.drain(errR) }()
 
-	err = send(s.ctlFD, &message{Op: "exec", Args: c.Args, Dir: dir, Env: env},
+	err = send(s.ctlFD, &message{Op: initproc.OpExec, Args: c.Args, Dir: dir, Env: env},
 		int(stdin.Fd()), int(outW.Fd()), int(errW.Fd()))
 	stdin.Close()
 	outW.Close()
@@ -447,7 +451,7 @@ func (s *localSandbox) wait(ctx context.Context, timeout time.Duration) (exit *m
 	kill := func() {
 		if !killed {
 			killed = true
-			send(s.ctlFD, &message{Op: "kill"})
+			send(s.ctlFD, &message{Op: initproc.OpKill})
 			grace = time.After(10 * time.Second)
 		}
 	}
@@ -458,8 +462,8 @@ func (s *localSandbox) wait(ctx context.Context, timeout time.Duration) (exit *m
 			if r.err != nil {
 				return nil, timedOut, ctxErr, r.err
 			}
-			if r.m.Op != "exited" {
-				return nil, timedOut, ctxErr, fmt.Errorf("protocol: want exited, got %q", r.m.Op)
+			if err := want(r.m, initproc.OpExited); err != nil {
+				return nil, timedOut, ctxErr, err
 			}
 			return r.m, timedOut, ctxErr, nil
 		case <-timer.C:

@@ -9,8 +9,10 @@ import (
 	"github.com/legorl/legorl/sandbox"
 )
 
-// Init does nothing off Linux.
-func Init() {}
+// FindInit fails off Linux: the backend needs Linux namespaces.
+func FindInit(explicit string) (string, error) {
+	return "", fmt.Errorf("%w: local backend needs Linux", sandbox.ErrUnsupported)
+}
 
 // Create fails off Linux: the backend needs Linux namespaces.
 func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {

@@ -18,14 +18,15 @@ import (
 	"github.com/legorl/legorl/sandbox"
 	"github.com/legorl/legorl/sandbox/internal/capfs"
 	"github.com/legorl/legorl/sandbox/local"
+	"github.com/legorl/legorl/sandbox/local/localtest"
 	"github.com/legorl/legorl/sandbox/sandboxtest"
 )
 
 // backend returns a local backend whose helper process ends with the test,
-// running the init the tests run (local.InitForTests) unless opts names one.
+// running the init the tests run (localtest.Init: the init make build ships) unless opts names one.
 func backend(t testing.TB, opts local.Options) *local.Backend {
 	if opts.InitPath == "" {
-		opts.InitPath = local.InitForTests(t)
+		opts.InitPath = localtest.Init(t)
 	}
 	b := local.New(opts)
 	t.Cleanup(func() { b.Close() })
@@ -310,7 +311,7 @@ func TestExecTooBig(t *testing.T) {
 // Create fails afterwards.
 func TestBackendClose(t *testing.T) {
 	dir := t.TempDir()
-	b := local.New(local.Options{Prestart: 2, Dir: dir, InitPath: local.InitForTests(t)})
+	b := local.New(local.Options{Prestart: 2, Dir: dir, InitPath: localtest.Init(t)})
 	sb, err := b.Create(context.Background(), sandbox.Spec{})
 	if err != nil {
 		t.Fatal(err)
@@ -403,7 +404,7 @@ func TestOrphansCollected(t *testing.T) {
 	if os.Getenv("LEGORL_TEST_ORPHAN") == "1" {
 		// The child: make a sandbox, let the prestarted inits be made,
 		// print the sandbox's folder and cgroups, and die unclosed.
-		sb, err := local.New(local.Options{InitPath: local.InitForTests(t)}).Create(context.Background(), sandbox.Spec{})
+		sb, err := local.New(local.Options{InitPath: localtest.Init(t)}).Create(context.Background(), sandbox.Spec{})
 		if err != nil {
 			fmt.Println("error", err)
 			os.Exit(1)

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/legorl/legorl/sandbox/local/localtest"
 )
 
 // TestPreparedHolderDropped: a holder waiting for its sandbox (prestarted)
@@ -15,7 +17,7 @@ import (
 // the host has sent it anything. The seccomp filter, which would refuse
 // the setup's mounts, is not installed yet.
 func TestPreparedHolderDropped(t *testing.T) {
-	b := New(Options{NoPrestart: true, InitPath: InitForTests(t)})
+	b := New(Options{NoPrestart: true, InitPath: localtest.Init(t)})
 	defer b.Close()
 	h, err := b.startHolder()
 	if err != nil {

@@ -17,10 +17,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/legorl/legorl/sandbox"
+	"github.com/legorl/legorl/sandbox/local/initproc"
 )
 
-// The spawner is a small helper process (this binary re-executed) that
-// starts every holder of a backend. Starting a process in a new user
+// The spawner is a small helper process (the C init, started in its
+// spawner mode) that starts every holder of a backend. Starting a process in a new user
 // namespace cannot use vfork, so the parent's page tables are copied: from
 // a host process holding gigabytes (a model, a proxy) that costs many
 // milliseconds per sandbox, from the spawner almost nothing. The host starts
@@ -33,11 +34,12 @@ type spawner struct {
 	done chan struct{} // closed when the spawner exits
 }
 
-// startSpawner starts the helper self from a goroutine locked to its
-// thread for the helper's whole life: the parent-death signal fires when
-// the thread that started a child exits, not the process. The helper must
-// greet the host with this package's initVersion within helloTimeout.
-func startSpawner(self string) (*spawner, error) {
+// startSpawner starts the init at path as the spawner, from a goroutine
+// locked to its thread for the spawner's whole life: the parent-death
+// signal fires when the thread that started a child exits, not the
+// process. The spawner must greet the host with initproc.Version within
+// helloTimeout.
+func startSpawner(path string) (*spawner, error) {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -48,9 +50,9 @@ func startSpawner(self string) (*spawner, error) {
 	go func() {
 		runtime.LockOSThread()
 		cmd := &exec.Cmd{
-			Path:        self,
+			Path:        path,
 			Args:        []string{"legorl-sandbox-spawner"},
-			Env:         []string{initEnv + "=" + initSpawner, "GOMAXPROCS=1"},
+			Env:         []string{initproc.Env + "=" + initproc.ModeSpawner},
 			ExtraFiles:  []*os.File{child},
 			SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true},
 		}
@@ -67,11 +69,11 @@ func startSpawner(self string) (*spawner, error) {
 	}()
 	if err := <-started; err != nil {
 		sp.file.Close()
-		return nil, fmt.Errorf("start the spawner %s: %w", self, err)
+		return nil, fmt.Errorf("start the sandbox init %s: %w", path, err)
 	}
 	if err := sp.hello(); err != nil {
 		sp.close()
-		return nil, fmt.Errorf("spawner %s: %w", self, err)
+		return nil, fmt.Errorf("sandbox init %s: %w (make build builds the one of this source)", path, err)
 	}
 	return sp, nil
 }
@@ -102,8 +104,11 @@ func (sp *spawner) hello() error {
 	if err != nil {
 		return err
 	}
-	if m.Op != "hello" || m.Version != initVersion {
-		return fmt.Errorf("%w: %q %q, want hello %q", errInitVersion, m.Op, m.Version, initVersion)
+	if err := want(m, initproc.OpHello); err != nil {
+		return err
+	}
+	if v := initproc.Version(); m.Version != v {
+		return fmt.Errorf("%w: version %q, want %q", errInitVersion, m.Version, v)
 	}
 	return nil
 }
@@ -116,14 +121,18 @@ func (sp *spawner) spawn(uid int, files []*os.File) (pid, pidfd int, err error) 
 	for i, f := range files {
 		fds[i] = int(f.Fd())
 	}
-	if err := send(sp.fd, &message{Op: "spawn", UID: uid}, fds...); err != nil {
+	if err := send(sp.fd, &message{Op: initproc.OpSpawn, UID: uid}, fds...); err != nil {
 		return 0, -1, err
 	}
 	m, got, err := recv(sp.fd)
 	if err != nil {
 		return 0, -1, err
 	}
-	if m.Op != "spawned" || m.Error != "" || len(got) != 1 {
+	if err := want(m, initproc.OpSpawned); err != nil {
+		closeAll(got)
+		return 0, -1, err
+	}
+	if m.Error != "" || len(got) != 1 {
 		closeAll(got)
 		return 0, -1, fmt.Errorf("spawner: %s", m.Error)
 	}
@@ -146,39 +155,37 @@ func (b *Backend) spawner() (*spawner, error) {
 	default:
 	}
 	if b.sp == nil {
-		var errs []error
-		for _, self := range initCandidates(b.opts.InitPath) {
-			sp, err := startSpawner(self)
-			if err == nil {
-				b.sp = sp
-				break
-			}
-			errs = append(errs, err)
+		path, err := FindInit(b.opts.InitPath)
+		if err == nil {
+			b.sp, err = startSpawner(path)
 		}
-		if b.sp == nil {
+		if err != nil {
 			b.mu.Unlock()
-			return nil, errors.Join(errs...)
+			return nil, err
 		}
 	}
 	return b.sp, nil
 }
 
-// initCandidates lists the binaries to start the spawner (and so every
-// holder) from, best first: the one Options.InitPath names; else the
-// static init beside the running executable, when there is one, then the
-// executable itself.
-func initCandidates(explicit string) []string {
-	if explicit != "" {
-		return []string{explicit}
-	}
-	var out []string
-	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), initName)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 && p != exe {
-			out = append(out, p)
+// FindInit returns the path of the init binary the backend starts: the
+// one Options.InitPath names (explicit), else legorl-sandbox-init beside
+// the running executable, where make build puts it beside bin/legorl.
+// There is no other: without it the backend starts no sandbox, and the
+// error says to run make build.
+func FindInit(explicit string) (string, error) {
+	p := explicit
+	if p == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return "", fmt.Errorf("sandbox: local: %w: %v", ErrNoInit, err)
 		}
+		p = filepath.Join(filepath.Dir(exe), initName)
 	}
-	return append(out, "/proc/self/exe")
+	fi, err := os.Stat(p)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("sandbox: local: %w: %s is not an executable file (make build builds bin/%s beside bin/legorl)", ErrNoInit, p, initName)
+	}
+	return p, nil
 }
 
 // spawnerDone releases the spawner after a spawn; failed says the spawner
@@ -298,7 +305,10 @@ func (h *holderProc) waitPrepared() error {
 	if err != nil {
 		return err
 	}
-	if m.Op != "prepared" || m.Error != "" {
+	if err := want(m, initproc.OpPrepared); err != nil {
+		return err
+	}
+	if m.Error != "" {
 		return fmt.Errorf("holder: %s", m.Error)
 	}
 	h.prepared = true

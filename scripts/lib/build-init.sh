@@ -1,19 +1,25 @@
 #!/bin/sh
-# build-init.sh TREE OUT: build the local sandbox backend's init from the
-# checkout TREE to OUT, static, as make build does: the C init
-# (cmd/legorl-sandbox-init/init.c), with the init version of package
-# sandbox/local/initproc, which the host checks when it starts it; for a
-# commit from before the C init, the Go one. The tests build it with this
-# script too (sandbox/local/internal/cinit).
+# build-init.sh TREE OUT: build the local sandbox backend's init, the C
+# program sandbox/local/initproc/c/init.c of the checkout TREE, to OUT,
+# static, as make build does. Its version, which the host checks when it
+# starts it, is the SHA-256 of init.c followed by tables.h (the first 16
+# hex digits), as initproc.Version computes it from the same files. The
+# tests build it with this script too (sandbox/local/localtest).
+#
+# With SANITIZE=1, clang builds it with AddressSanitizer and
+# UndefinedBehaviorSanitizer instead (dynamic: the sanitizers' runtimes do
+# not link statically), for make test-init-asan.
 set -eu
 [ $# -eq 2 ] || { echo "usage: build-init.sh TREE OUT" >&2; exit 2; }
-tree=$1
+src=$1/sandbox/local/initproc/c
 out=$2
-if [ -f "$tree/cmd/legorl-sandbox-init/init.c" ]; then
-	command -v cc >/dev/null || { echo "build-init: no C compiler (scripts/setup deb gcc libc6-dev)" >&2; exit 2; }
-	v=$(sed -n 's/^const Version = "\([0-9a-f]*\)"$/\1/p' "$tree/sandbox/local/initproc/version_linux.go")
-	[ -n "$v" ] || { echo "build-init: no Version in $tree/sandbox/local/initproc/version_linux.go" >&2; exit 2; }
-	cc -static -O2 -Wall -Wextra -Werror -DLEGORL_INIT_VERSION="\"$v\"" -o "$out" "$tree/cmd/legorl-sandbox-init/init.c"
-else
-	(cd "$tree" && CGO_ENABLED=0 go build -o "$out" ./cmd/legorl-sandbox-init)
+[ -f "$src/init.c" ] || { echo "build-init: no $src/init.c" >&2; exit 2; }
+v=$(cat "$src/init.c" "$src/tables.h" | sha256sum | cut -c1-16)
+warn="-Wall -Wextra -Werror"
+if [ "${SANITIZE:-}" = 1 ]; then
+	command -v clang >/dev/null || { echo "build-init: no clang (scripts/setup deb clang libclang-rt-dev)" >&2; exit 2; }
+	exec clang -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all $warn \
+		-DLEGORL_INIT_VERSION="\"$v\"" -o "$out" "$src/init.c"
 fi
+command -v cc >/dev/null || { echo "build-init: no C compiler (scripts/setup deb gcc libc6-dev)" >&2; exit 2; }
+exec cc -static -O2 $warn -DLEGORL_INIT_VERSION="\"$v\"" -o "$out" "$src/init.c"

@@ -20,8 +20,9 @@ build_pair() {
 		for cmd in legorl legorl-agent; do
 			(cd "$src" && CGO_ENABLED=$([ "$cmd" = legorl ] && echo 1 || echo 0) $go build -o "$work/$side/bin/$cmd" "./cmd/$cmd")
 		done
-		if [ -d "$src/cmd/legorl-sandbox-init" ]; then
-			"$root/scripts/lib/build-init.sh" "$src" "$work/$side/bin/legorl-sandbox-init"
+		# The tree's own build-init.sh: the init's source moved once.
+		if [ -d "$src/cmd/legorl-sandbox-init" ] || [ -d "$src/sandbox/local/initproc/c" ]; then
+			"$src/scripts/lib/build-init.sh" "$src" "$work/$side/bin/legorl-sandbox-init"
 		fi
 	done
 }

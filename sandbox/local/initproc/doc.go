@@ -1,17 +1,16 @@
-// Package initproc is the code that runs inside the local sandbox backend's
-// helper processes (package sandbox/local): the spawner, which starts every
-// sandbox's init, and that init (the holder), pid 1 of the sandbox, which
-// builds its root file system, drops privileges and runs the host's
-// commands. It also holds the protocol the host speaks with both.
+// Package initproc is the local sandbox backend's init (package
+// sandbox/local) as the host sees it: the C program's source (c/init.c,
+// which make build compiles, static, to bin/legorl-sandbox-init), the
+// tables the program and the host share, the protocol they speak and the
+// version that ties a host to the init built from the same source.
 //
-// Linking sandbox/local links this package, so any binary that links the
-// backend can serve as the init: the backend re-executes itself when there
-// is no legorl-sandbox-init beside it. That one is the same program in C
-// (cmd/legorl-sandbox-init/init.c), cheaper per sandbox: its spawner forks
-// each holder without an exec or a Go runtime to start. This package is
-// its specification: the same protocol, the same steps in the same order,
-// the same seccomp filter (TestSeccompFilterSame); a change here is made
-// there too, and both are in Version. The package imports no more than the
-// standard library and golang.org/x/sys/unix: every init re-executed from
-// a host binary runs the package initialization of what that binary links.
+// The init is the sandbox's security boundary and exists once, in C: the
+// host starts it as the spawner, which forks every sandbox's holder (pid 1
+// of the sandbox: it builds the root file system, drops privileges,
+// installs the seccomp filter and runs the host's commands) with no exec
+// and no language runtime to start. What both sides must agree on (the
+// message numbers, the size limits) and the sandbox's fixed shape (system
+// folders, masked files, devices, its own mounts, the denied system calls)
+// is declared once, in tables_linux.go; go generate writes it as
+// c/tables.h. Version hashes c/init.c and c/tables.h.
 package initproc

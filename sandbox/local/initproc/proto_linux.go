@@ -14,38 +14,26 @@ import (
 // socket pair: one message per packet (see encode), with file descriptors
 // passed alongside (SCM_RIGHTS) where a message needs them.
 
-const maxMsg = 1 << 20 // one message, arguments and environment included
-
-// Message is every message of the protocol; Op says which fields matter.
+// Message is every message of the protocol; Op says which fields matter
+// (see the Op constants).
 type Message struct {
-	Op string
+	Op Op
 
-	// op "prepared" (holder -> host): the root is built; Error set when not.
-	// op "setup" (host -> holder; fds: the workspace, then each mount, as
-	// detached mounts)
-	Setup *SetupConfig
+	Setup *SetupConfig // setup
 
-	// op "exec" (host -> holder; fds: stdin, stdout, stderr)
-	Args []string
+	Args []string // exec
 	Dir  string
 	Env  []string
 
-	// op "spawn" (host -> spawner; fds: the holder's control socket, then
-	// the detached mounts) and "spawned" (spawner -> host; fds: a pidfd).
-	UID int
-	Pid int
+	UID int // spawn: the host uid the holder's root maps to
+	Pid int // spawned
 
-	// op "hello" (spawner -> host, first): the init's version.
-	Version string
+	Version string // hello
 
-	// op "kill" (host -> holder): kill every process of the running exec.
-
-	// op "ready" (holder -> host): answer to setup; Error set when it failed.
-	// op "exited" (holder -> host): the exec ended.
-	Error    string
-	Status   uint32 // wait status of the command
-	NotFound bool
-	TmpFull  bool
+	Error    string // spawned, prepared, ready, exited, fault
+	Status   uint32 // exited: the command's wait status
+	NotFound bool   // exited: the program does not exist
+	TmpFull  bool   // exited: /tmp was full when the command ended
 }
 
 // SetupConfig is what the holder needs to build the sandbox.
@@ -72,8 +60,8 @@ var (
 // Send writes one message with optional file descriptors.
 func Send(fd int, m *Message, files ...int) error {
 	b := m.encode()
-	if len(b) > maxMsg {
-		return fmt.Errorf("%w: %d bytes of arguments and environment, over %d", ErrTooBig, len(b), maxMsg)
+	if len(b) > MaxMsg {
+		return fmt.Errorf("%w: %d bytes of arguments and environment, over %d", ErrTooBig, len(b), MaxMsg)
 	}
 	var oob []byte
 	if len(files) > 0 {
@@ -96,7 +84,7 @@ func Send(fd int, m *Message, files ...int) error {
 // (close-on-exec set).
 func Recv(fd int) (*Message, []int, error) {
 	// Peek at the packet's length first: most messages are small, and a
-	// maxMsg buffer per message costs more than the rest of an exec.
+	// MaxMsg buffer per message costs more than the rest of an exec.
 	var size int
 	var err error
 	var one [1]byte
@@ -109,11 +97,11 @@ func Recv(fd int) (*Message, []int, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("receive: %w", err)
 	}
-	if size > maxMsg {
-		size = maxMsg
+	if size > MaxMsg {
+		size = MaxMsg
 	}
 	buf := make([]byte, max(size, 1))
-	oob := make([]byte, unix.CmsgSpace(16*4))
+	oob := make([]byte, unix.CmsgSpace(MaxFDs*4))
 	var n, oobn int
 	for {
 		n, oobn, _, _, err = unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
@@ -156,7 +144,7 @@ func Recv(fd int) (*Message, []int, error) {
 // (the spawner checks the init's Version first).
 func (m *Message) encode() []byte {
 	var e encoder
-	e.str(m.Op)
+	e.uint(uint64(m.Op))
 	e.bool(m.Setup != nil)
 	if c := m.Setup; c != nil {
 		e.str(c.WorkspaceDir)
@@ -189,7 +177,7 @@ var errMalformed = errors.New("malformed message")
 // past the end, a varint longer than it need be) is errMalformed.
 func decode(b []byte) (*Message, error) {
 	d := decoder{b: b}
-	m := &Message{Op: d.str()}
+	m := &Message{Op: d.op()}
 	if d.bool() {
 		c := &SetupConfig{WorkspaceDir: d.str()}
 		if n := d.count(); n > 0 {
@@ -275,6 +263,17 @@ func (d *decoder) varint(n int) bool {
 	return true
 }
 
+// op reads an op; any number fits the field (the reader says whether it
+// knows it), but not one over 255.
+func (d *decoder) op() Op {
+	v := d.uint()
+	if v > 255 {
+		d.bad, d.b = true, nil
+		return 0
+	}
+	return Op(v)
+}
+
 func (d *decoder) bool() bool {
 	if len(d.b) == 0 || d.b[0] > 1 {
 		d.bad, d.b = true, nil
@@ -320,4 +319,20 @@ func CloseAll(fds []int) {
 	for _, fd := range fds {
 		unix.Close(fd)
 	}
+}
+
+// ErrFault: the init could not read or serve a request (a fault message),
+// and exits.
+var ErrFault = errors.New("sandbox init failed")
+
+// Want checks that m is of op want: a fault becomes ErrFault with the
+// init's reason, any other op a protocol error.
+func Want(m *Message, want Op) error {
+	switch m.Op {
+	case want:
+		return nil
+	case OpFault:
+		return fmt.Errorf("%w: %s", ErrFault, m.Error)
+	}
+	return fmt.Errorf("protocol: want %s, got %s", want, m.Op)
 }

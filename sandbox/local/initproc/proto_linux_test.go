@@ -11,37 +11,20 @@ import (
 )
 
 // messages are one of each kind the protocol sends.
-var messages = []struct {
-	name string
-	m    Message
-}{
-	{"hello", Message{Op: "hello", Version: "c9155c1adace75bf"}},
-	{"spawn", Message{Op: "spawn", UID: 1<<30 + 12345}},
-	{"spawned", Message{Op: "spawned", Pid: 4242}},
-	{"spawned error", Message{Op: "spawned", Error: "clone: operation not permitted"}},
-	{"prepared", Message{Op: "prepared"}},
-	{"setup", Message{Op: "setup", Setup: &SetupConfig{WorkspaceDir: "/workspace", TmpBytes: 1 << 30, NprocLimit: 576, Seccomp: true}}},
-	{"setup with mounts", Message{Op: "setup", Setup: &SetupConfig{WorkspaceDir: "/w s", TmpBytes: -1,
-		Mounts: []MountEntry{{Target: "/opt/ro", ReadOnly: true}, {Target: "/opt/rw"}}}}},
-	{"exec", Message{Op: "exec", Args: []string{"sh", "-c", "echo 'é' \x00"}, Dir: "/workspace", Env: []string{"PATH=/bin", "X="}}},
-	{"kill", Message{Op: "kill"}},
-	{"exited", Message{Op: "exited", Status: 0xff00, TmpFull: true}},
-	{"exited not found", Message{Op: "exited", Error: "nope: executable file not found in $PATH", NotFound: true}},
-	{"zero", Message{}},
-}
+var messages = Samples()
 
 // TestEncode: every message decodes to itself, and every strict prefix of
 // its encoding, or the encoding with a byte more, is malformed.
 func TestEncode(t *testing.T) {
 	for _, tt := range messages {
-		t.Run(tt.name, func(t *testing.T) {
-			b := tt.m.encode()
+		t.Run(tt.Name, func(t *testing.T) {
+			b := tt.Message.encode()
 			got, err := decode(b)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(*got, tt.m) {
-				t.Fatalf("decoded %+v, want %+v", *got, tt.m)
+			if !reflect.DeepEqual(*got, tt.Message) {
+				t.Fatalf("decoded %+v, want %+v", *got, tt.Message)
 			}
 			for i := range b {
 				if _, err := decode(b[:i]); !errors.Is(err, errMalformed) {
@@ -63,8 +46,8 @@ func TestSendRecv(t *testing.T) {
 	}
 	defer CloseAll(pair[:])
 	for _, tt := range messages {
-		t.Run(tt.name, func(t *testing.T) {
-			if err := Send(pair[0], &tt.m, pair[0]); err != nil {
+		t.Run(tt.Name, func(t *testing.T) {
+			if err := Send(pair[0], &tt.Message, pair[0]); err != nil {
 				t.Fatal(err)
 			}
 			got, fds, err := Recv(pair[1])
@@ -72,8 +55,8 @@ func TestSendRecv(t *testing.T) {
 				t.Fatal(err)
 			}
 			CloseAll(fds)
-			if !reflect.DeepEqual(*got, tt.m) || len(fds) != 1 {
-				t.Fatalf("received %+v with %d descriptors, want %+v with 1", *got, len(fds), tt.m)
+			if !reflect.DeepEqual(*got, tt.Message) || len(fds) != 1 {
+				t.Fatalf("received %+v with %d descriptors, want %+v with 1", *got, len(fds), tt.Message)
 			}
 		})
 	}
@@ -83,7 +66,7 @@ func TestSendRecv(t *testing.T) {
 // same bytes.
 func FuzzDecode(f *testing.F) {
 	for _, tt := range messages {
-		f.Add(tt.m.encode())
+		f.Add(tt.Message.encode())
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := decode(b)

@@ -1,28 +1,31 @@
 // legorl-sandbox-init: the local sandbox backend's spawner and sandbox init
-// (package sandbox/local), in C.
+// (package sandbox/local), in C: the sandbox's security boundary, which
+// exists only here.
 //
 // The host (any binary that links sandbox/local) starts this program once,
-// as its spawner, when it finds it beside its own executable and the
-// program greets it with the host's init version. For every sandbox the
-// spawner forks a holder into new user, mount, pid, network, UTS and IPC
-// namespaces; the holder, pid 1 of the sandbox, builds the root file
-// system, drops privileges, installs the seccomp filter and runs the host's
-// commands one at a time. It is the same program as the Go one in package
-// sandbox/local/initproc, which is its specification and which the host
-// runs itself when there is no legorl-sandbox-init: the same protocol (see
-// initproc/proto_linux.go), the same steps in the same order, the same
-// seccomp filter (sandbox/local's TestSeccompFilterSame compares the two).
-// The reason for a second implementation is cost: each sandbox starts a
-// holder, and in Go that is a fork of a Go process, an exec and a Go
-// runtime's start, about 30% of a sandbox's CPU; here it is a fork of a
-// small process and no exec at all.
+// as its spawner, when it finds it beside its own executable (or where
+// Options.InitPath says) and the program greets it with the host's init
+// version. For every sandbox the spawner forks a holder into new user,
+// mount, pid, network, UTS and IPC namespaces; the holder, pid 1 of the
+// sandbox, builds the root file system, drops privileges, installs the
+// seccomp filter and runs the host's commands one at a time. A fork of
+// this small static process and no exec: cheaper per sandbox than any
+// init with a language runtime to start (docs/ARCHITECTURE.md).
 //
-// Build (make build does, with the version of initproc/version_linux.go):
+// The protocol is package initproc's (proto_linux.go); the message numbers,
+// limits and the sandbox's fixed tables come from tables.h, which go
+// generate writes from initproc/tables_linux.go. A request this program
+// cannot read (malformed, truncated, over MAX_MSG) or does not expect
+// gets a fault message naming the problem, and the program exits.
 //
-//	cc -static -O2 -DLEGORL_INIT_VERSION='"<version>"' -o bin/legorl-sandbox-init cmd/legorl-sandbox-init/init.c
+// Build (make build does, with the version scripts/lib/build-init.sh
+// computes: the SHA-256 of this file and tables.h, as initproc.Version):
+//
+//	cc -static -O2 -Wall -Wextra -Werror -DLEGORL_INIT_VERSION='"<version>"' -o bin/legorl-sandbox-init init.c
 //
 // `legorl-sandbox-init --seccomp-filter` prints the filter, one BPF
-// instruction per line ("code jt jf k"), for that comparison. Run by hand
+// instruction per line ("code jt jf k"), which the host's tests run against
+// initproc.DeniedSyscalls; `--version` prints the version. Run by hand
 // otherwise, it says what it is for and exits 2.
 
 #define _GNU_SOURCE
@@ -53,8 +56,10 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "tables.h"
+
 #ifndef LEGORL_INIT_VERSION
-#error "build with -DLEGORL_INIT_VERSION='\"...\"', the Version of sandbox/local/initproc (make build does)"
+#error "build with -DLEGORL_INIT_VERSION='\"...\"', initproc.Version (scripts/lib/build-init.sh does)"
 #endif
 
 #if defined(__x86_64__)
@@ -76,9 +81,7 @@
 #endif
 
 enum {
-	CTL_FD = 3,         // the holder's control socket, and the spawner's
-	MAX_MSG = 1 << 20,  // one message (initproc.maxMsg)
-	MAX_FDS = 16,       // descriptors per message (initproc's oob space)
+	CTL_FD = 3, // the holder's control socket, and the spawner's
 };
 
 // ---- errors ----------------------------------------------------------------
@@ -97,7 +100,7 @@ static int failf(const char *fmt, ...) {
 }
 
 // errstr is strerror in Go's spelling (lower-case first letter), so that
-// the host sees the same messages from either init.
+// the host's messages and the init's read alike.
 static const char *errstr(int e) {
 	static char buf[128];
 	snprintf(buf, sizeof buf, "%s", strerror(e));
@@ -118,7 +121,7 @@ struct mount_entry {
 };
 
 struct msg {
-	char *op;
+	int op; // enum op, or a number the protocol lacks
 	int has_setup;
 	char *workspace;
 	size_t nmounts;
@@ -139,7 +142,6 @@ static void strs_free(struct strs *s) {
 }
 
 static void msg_free(struct msg *m) {
-	free(m->op);
 	free(m->workspace);
 	for (size_t i = 0; i < m->nmounts; i++) free(m->mounts[i].target);
 	free(m->mounts);
@@ -242,7 +244,9 @@ static struct strs dec_strs(struct dec *d) {
 static int decode(const uint8_t *b, size_t n, struct msg *m) {
 	struct dec d = {b, n, 0};
 	memset(m, 0, sizeof *m);
-	m->op = dec_str(&d);
+	uint64_t op = dec_uvarint(&d);
+	if (op > 255) dec_fail(&d); // initproc's decoder refuses it too
+	m->op = (int)op;
 	if ((m->has_setup = dec_bool(&d))) {
 		m->workspace = dec_str(&d);
 		m->nmounts = dec_count(&d);
@@ -304,7 +308,8 @@ static void enc_str(struct enc *e, const char *s) {
 
 // reply is what this side sends: hello, spawned, prepared, ready, exited.
 struct reply {
-	const char *op, *version, *error;
+	enum op op;
+	const char *version, *error;
 	int64_t pid;
 	uint64_t status;
 	int not_found, tmp_full;
@@ -312,7 +317,7 @@ struct reply {
 
 static int send_reply(int fd, const struct reply *r, const int *fds, int nfds) {
 	struct enc e = {.n = 0};
-	enc_str(&e, r->op);
+	enc_uvarint(&e, r->op);
 	enc_bool(&e, 0);     // Setup
 	enc_uvarint(&e, 0);  // Args
 	enc_str(&e, "");     // Dir
@@ -343,12 +348,45 @@ static int send_reply(int fd, const struct reply *r, const int *fds, int nfds) {
 	ssize_t n;
 	do n = sendmsg(fd, &mh, MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
-	if (n < 0) return failf("send %s: %s", r->op, errstr(errno));
+	if (n < 0) return failf("send %s: %s", op_names[r->op], errstr(errno));
 	return 0;
 }
 
 static void close_all(const int *fds, int n) {
 	for (int i = 0; i < n; i++) close(fds[i]);
+}
+
+// close_received closes the descriptors that came with mh.
+static void close_received(struct msghdr *mh) {
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			close(fd);
+		}
+	}
+}
+
+// op_name names an op for an error text.
+static const char *op_name(int op) {
+	static char buf[32];
+	if (op > 0 && op < OP_END) return op_names[op];
+	snprintf(buf, sizeof buf, "unknown op %d", op);
+	return buf;
+}
+
+// fault tells the host why this program is about to exit (err: the
+// request it could not read or serve), best effort; it returns -1.
+static int send_reply(int fd, const struct reply *r, const int *fds, int nfds);
+static int fault(void) {
+	char e[sizeof err];
+	snprintf(e, sizeof e, "%s", err);
+	struct reply x = {.op = OP_FAULT, .error = e};
+	send_reply(CTL_FD, &x, NULL, 0);
+	snprintf(err, sizeof err, "%s", e);
+	return -1;
 }
 
 enum { RECV_OK = 0, RECV_CLOSED = 1, RECV_ERR = -1 };
@@ -364,7 +402,20 @@ static int recv_msg(int fd, struct msg *m, int *fds, int *nfds) {
 	do size = recvmsg(fd, &peek, MSG_PEEK | MSG_TRUNC);
 	while (size < 0 && errno == EINTR);
 	if (size < 0) return failf("receive: %s", errstr(errno));
-	if (size > MAX_MSG) size = MAX_MSG;
+	if (size > MAX_MSG) {
+		// Take the packet off the socket (and close what came with it),
+		// unread: it is refused whatever it says.
+		union {
+			char buf[CMSG_SPACE(MAX_FDS * sizeof(int))];
+			struct cmsghdr align;
+		} oob;
+		struct msghdr drop = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = oob.buf, .msg_controllen = sizeof oob.buf};
+		ssize_t n;
+		do n = recvmsg(fd, &drop, MSG_CMSG_CLOEXEC | MSG_TRUNC);
+		while (n < 0 && errno == EINTR);
+		if (n >= 0) close_received(&drop);
+		return failf("receive: a message of %zd bytes, over the limit of %d", size, MAX_MSG);
+	}
 	uint8_t *buf = xcalloc(size > 0 ? size : 1, 1);
 	union {
 		char buf[CMSG_SPACE(MAX_FDS * sizeof(int))];
@@ -381,8 +432,14 @@ static int recv_msg(int fd, struct msg *m, int *fds, int *nfds) {
 	}
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-		int k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (int i = 0; i < k && *nfds < MAX_FDS; i++) memcpy(&fds[(*nfds)++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k && *nfds < MAX_FDS; i++) memcpy(&fds[(*nfds)++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+	}
+	if (mh.msg_flags & MSG_TRUNC) {
+		free(buf);
+		close_all(fds, *nfds);
+		*nfds = 0;
+		return failf("receive: a message over the limit of %d bytes", MAX_MSG);
 	}
 	if (n == 0) {
 		free(buf);
@@ -407,13 +464,11 @@ static int cloexec_from(int fd) {
 	return 0;
 }
 
-// ---- the root file system (initproc.prepareRoot) ---------------------------
+// ---- the root file system ---------------------------------------------------
 
-static const char *const system_paths[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"};
-static const char *const masked_files[] = {"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/sudoers"};
-static const char *const devices[] = {"null", "zero", "full", "random", "urandom"};
+// The tables (system_paths, masked_files, fixed_mounts, devices,
+// dev_links) are tables.h's.
 #define NEW_ROOT "/tmp"
-#define SANDBOX_HOSTNAME "sandbox"
 
 // r is NEW_ROOT joined with the absolute path p.
 static const char *r(const char *p) {
@@ -524,12 +579,17 @@ static int prepare_root(void) {
 		if (lstat(dst, &st) < 0) continue;
 		if (mount(empty, dst, NULL, MS_BIND, NULL) < 0) return failf("mask %s: %s", masked_files[i], errstr(errno));
 	}
-	// /proc of the sandbox's own pid namespace.
-	if (mkdir(r("/proc"), 0555) < 0) return failf("mkdir /proc: %s", errstr(errno));
-	if (mount_or_fail("proc", r("/proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, "mount /proc") < 0) return -1;
-	// A minimal /dev: a few host device nodes, no tty, no disks.
-	if (mkdir(r("/dev"), 0755) < 0) return failf("mkdir /dev: %s", errstr(errno));
-	if (mount_or_fail("tmpfs", r("/dev"), "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k", "mount /dev") < 0) return -1;
+	// The sandbox's own file systems: its /proc (of its own pid namespace),
+	// a minimal /dev, /dev/shm and /tmp (sized by setup_sandbox).
+	for (size_t i = 0; i < sizeof fixed_mounts / sizeof *fixed_mounts; i++) {
+		const struct fixed_mount *m = &fixed_mounts[i];
+		char dst[4096];
+		snprintf(dst, sizeof dst, "%s", r(m->target));
+		if (mkdir(dst, m->mode) < 0) return failf("mkdir %s: %s", m->target, errstr(errno));
+		if (mount(m->fstype, dst, m->fstype, m->flags, m->data) < 0)
+			return failf("mount %s: %s", m->target, errstr(errno));
+	}
+	// A few host device nodes, no tty, no disks; then /dev turns read-only.
 	for (size_t i = 0; i < sizeof devices / sizeof *devices; i++) {
 		char src[64], dst[4096];
 		snprintf(src, sizeof src, "/dev/%s", devices[i]);
@@ -537,20 +597,9 @@ static int prepare_root(void) {
 		if (write_empty(dst, 0666) < 0) return -1;
 		if (mount(src, dst, NULL, MS_BIND, NULL) < 0) return failf("bind %s: %s", src, errstr(errno));
 	}
-	static const char *const links[][2] = {
-		{"/dev/fd", "/proc/self/fd"},
-		{"/dev/stdin", "/proc/self/fd/0"},
-		{"/dev/stdout", "/proc/self/fd/1"},
-		{"/dev/stderr", "/proc/self/fd/2"},
-	};
-	for (size_t i = 0; i < sizeof links / sizeof *links; i++)
-		if (symlink(links[i][1], r(links[i][0])) < 0) return failf("symlink %s: %s", links[i][0], errstr(errno));
-	const char *tmp_opts = "mode=1777,size=1m"; // the spec's size comes in setup_sandbox
-	if (mkdir(r("/dev/shm"), 0777) < 0) return failf("mkdir /dev/shm: %s", errstr(errno));
-	if (mount_or_fail("tmpfs", r("/dev/shm"), "tmpfs", MS_NOSUID | MS_NODEV, tmp_opts, "mount /dev/shm") < 0) return -1;
+	for (size_t i = 0; i < sizeof dev_links / sizeof *dev_links; i++)
+		if (symlink(dev_links[i][1], r(dev_links[i][0])) < 0) return failf("symlink %s: %s", dev_links[i][0], errstr(errno));
 	if (remount_ro(r("/dev"), MS_NOSUID | MS_NOEXEC) < 0) return -1;
-	if (mkdir(r("/tmp"), 0777) < 0) return failf("mkdir /tmp: %s", errstr(errno));
-	if (mount_or_fail("tmpfs", r("/tmp"), "tmpfs", MS_NOSUID | MS_NODEV, tmp_opts, "mount /tmp") < 0) return -1;
 	// Enter the new root and drop the old one.
 	if (chdir(NEW_ROOT) < 0) return failf("chdir %s: %s", NEW_ROOT, errstr(errno));
 	if (syscall(SYS_pivot_root, ".", ".") < 0) return failf("pivot_root: %s", errstr(errno));
@@ -559,7 +608,7 @@ static int prepare_root(void) {
 	return loopback_up();
 }
 
-// ---- privileges (initproc.dropPrivileges) ----------------------------------
+// ---- privileges --------------------------------------------------------------
 
 static int drop_privileges(void) {
 	struct rlimit zero = {0, 0};
@@ -584,26 +633,13 @@ static int drop_privileges(void) {
 	return 0;
 }
 
-// ---- the seccomp filter (initproc/seccomp_linux.go) ------------------------
+// ---- the seccomp filter (initproc.DeniedSyscalls) ---------------------------
 
-static const int denied_syscalls[] = {
-	__NR_ptrace, __NR_process_vm_readv, __NR_process_vm_writev,
-	__NR_mount, __NR_umount2, __NR_pivot_root, __NR_move_mount,
-	__NR_open_tree, __NR_fsopen, __NR_fsconfig, __NR_fsmount,
-	__NR_fspick, __NR_mount_setattr, __NR_setns,
-	__NR_keyctl, __NR_add_key, __NR_request_key,
-	__NR_bpf, __NR_perf_event_open, __NR_userfaultfd,
-	__NR_io_uring_setup, __NR_io_uring_enter, __NR_io_uring_register,
-	__NR_init_module, __NR_finit_module, __NR_delete_module,
-	__NR_kexec_load, __NR_kexec_file_load, __NR_reboot,
-	__NR_swapon, __NR_swapoff, __NR_acct, __NR_quotactl,
-	__NR_open_by_handle_at, __NR_name_to_handle_at,
-	__NR_syslog, __NR_personality,
-};
+// denied_syscalls (tables.h) answer EPERM whatever their arguments.
 
 enum { L_NONE, L_IOCTL, L_FLAGS, L_EPERM, L_ENOSYS, L_KILL, L_COUNT };
 
-// asm is initproc's tiny BPF assembler with forward jumps to labels.
+// asm is a tiny BPF assembler with forward jumps to labels.
 struct bpf_asm {
 	struct sock_filter ins[128];
 	int n;
@@ -614,14 +650,14 @@ struct bpf_asm {
 	int nfix;
 };
 
-static void op(struct bpf_asm *a, uint16_t code, uint32_t k) { a->ins[a->n++] = (struct sock_filter){code, 0, 0, k}; }
+static void emit(struct bpf_asm *a, uint16_t code, uint32_t k) { a->ins[a->n++] = (struct sock_filter){code, 0, 0, k}; }
 
 static void jump(struct bpf_asm *a, uint16_t code, uint32_t k, int jt, int jf) {
 	a->fix[a->nfix].at = a->n;
 	a->fix[a->nfix].jt = jt;
 	a->fix[a->nfix].jf = jf;
 	a->nfix++;
-	op(a, code, k);
+	emit(a, code, k);
 }
 
 static void label(struct bpf_asm *a, int l) { a->label[l] = a->n; }
@@ -649,9 +685,9 @@ enum { OFF_NR = 0, OFF_ARCH = 4, OFF_ARG0 = 16, OFF_ARG1 = 24 };
 
 static int seccomp_filter(struct bpf_asm *a) {
 	memset(a, 0, sizeof *a);
-	op(a, LD_W, OFF_ARCH);
+	emit(a, LD_W, OFF_ARCH);
 	jump(a, JEQ, AUDIT_ARCH_NATIVE, L_NONE, L_KILL);
-	op(a, LD_W, OFF_NR);
+	emit(a, LD_W, OFF_NR);
 #if defined(__x86_64__)
 	jump(a, JGE, 0x40000000, L_EPERM, L_NONE); // the x32 ABI
 #endif
@@ -661,25 +697,25 @@ static int seccomp_filter(struct bpf_asm *a) {
 	jump(a, JEQ, __NR_ioctl, L_IOCTL, L_NONE);
 	jump(a, JEQ, __NR_clone, L_FLAGS, L_NONE);
 	jump(a, JEQ, __NR_unshare, L_FLAGS, L_NONE);
-	op(a, RET, SECCOMP_RET_ALLOW);
+	emit(a, RET, SECCOMP_RET_ALLOW);
 
 	label(a, L_IOCTL);
-	op(a, LD_W, OFF_ARG1);
+	emit(a, LD_W, OFF_ARG1);
 	jump(a, JEQ, TIOCSTI, L_EPERM, L_NONE);
 	jump(a, JEQ, TIOCLINUX, L_EPERM, L_NONE);
-	op(a, RET, SECCOMP_RET_ALLOW);
+	emit(a, RET, SECCOMP_RET_ALLOW);
 
 	label(a, L_FLAGS); // clone and unshare: no new user namespace
-	op(a, LD_W, OFF_ARG0);
+	emit(a, LD_W, OFF_ARG0);
 	jump(a, JSET, CLONE_NEWUSER, L_EPERM, L_NONE);
-	op(a, RET, SECCOMP_RET_ALLOW);
+	emit(a, RET, SECCOMP_RET_ALLOW);
 
 	label(a, L_EPERM);
-	op(a, RET, SECCOMP_RET_ERRNO | EPERM);
+	emit(a, RET, SECCOMP_RET_ERRNO | EPERM);
 	label(a, L_ENOSYS);
-	op(a, RET, SECCOMP_RET_ERRNO | ENOSYS);
+	emit(a, RET, SECCOMP_RET_ERRNO | ENOSYS);
 	label(a, L_KILL);
-	op(a, RET, SECCOMP_RET_KILL_PROCESS);
+	emit(a, RET, SECCOMP_RET_KILL_PROCESS);
 	return assemble(a);
 }
 
@@ -690,7 +726,7 @@ static int install_seccomp(struct bpf_asm *a) {
 	return 0;
 }
 
-// ---- the holder (initproc.holderMain) --------------------------------------
+// ---- the holder --------------------------------------------------------------
 
 static struct bpf_asm filter;
 
@@ -750,7 +786,7 @@ static int setup_sandbox(const struct msg *cfg, const int *fds) {
 }
 
 // look_path finds a program in the PATH of env, as execvp would
-// (initproc.lookPath): the last PATH wins, an empty entry is ".".
+// (Go's exec.LookPath): the last PATH wins, an empty entry is ".".
 static int look_path(const char *file, char *const *env, char *out, size_t outlen) {
 	if (strchr(file, '/')) {
 		snprintf(out, outlen, "%s", file);
@@ -831,32 +867,36 @@ static pid_t start_command(const struct msg *m, const int *fds, int *pidfd, int 
 
 // await waits for the command of pidfd to exit, meanwhile killing every
 // process of the sandbox when the host asks; it returns 1 when the host
-// went away instead (or broke the protocol). It closes pidfd.
+// went away instead (RECV_CLOSED), or -1 when it sent what this program
+// cannot read or does not expect (err says what). It closes pidfd.
 static int await_exit(int pidfd) {
 	struct pollfd p[2] = {{pidfd, POLLIN, 0}, {CTL_FD, POLLIN, 0}};
-	int gone = 0;
+	int rc = 0;
 	for (;;) {
 		p[0].revents = p[1].revents = 0;
 		if (poll(p, 2, -1) < 0) {
 			if (errno == EINTR) continue;
-			gone = 1;
+			rc = failf("poll: %s", errstr(errno));
 			break;
 		}
 		if (p[0].revents) break;
 		if (p[1].revents) {
 			struct msg k;
 			int kfds[MAX_FDS], nk;
-			if (recv_msg(CTL_FD, &k, kfds, &nk) != RECV_OK) {
-				gone = 1;
+			rc = recv_msg(CTL_FD, &k, kfds, &nk);
+			if (rc != RECV_OK) break;
+			close_all(kfds, nk);
+			int op = k.op;
+			msg_free(&k);
+			if (op != OP_KILL) {
+				rc = failf("protocol: %s while a command runs", op_name(op));
 				break;
 			}
-			close_all(kfds, nk);
-			if (strcmp(k.op, "kill") == 0) kill(-1, SIGKILL);
-			msg_free(&k);
+			kill(-1, SIGKILL);
 		}
 	}
 	close(pidfd);
-	return gone;
+	return rc;
 }
 
 // reap waits for the command; once it ends, it kills every other process
@@ -892,47 +932,50 @@ static int tmp_full(void) {
 	return st.f_bavail == 0;
 }
 
-// serve runs the host's commands one at a time until the host goes away.
+// serve runs the host's commands one at a time until the host goes away;
+// a request it cannot read or does not expect ends it with a fault.
 static int serve(void) {
 	for (;;) {
 		struct msg m;
 		int fds[MAX_FDS], nfds;
 		int rc = recv_msg(CTL_FD, &m, fds, &nfds);
 		if (rc == RECV_CLOSED) return 0;
-		if (rc != RECV_OK) return -1;
-		if (strcmp(m.op, "kill") == 0) {
+		if (rc != RECV_OK) return fault();
+		if (m.op == OP_KILL) {
 			close_all(fds, nfds); // nothing is running
-		} else if (strcmp(m.op, "exec") == 0) {
+		} else if (m.op == OP_EXEC) {
 			if (nfds != 3) {
 				close_all(fds, nfds);
 				msg_free(&m);
-				return failf("protocol: exec with %d descriptors, want 3", nfds);
+				failf("protocol: exec with %d descriptors, want 3", nfds);
+				return fault();
 			}
 			int pidfd, not_found;
 			pid_t pid = start_command(&m, fds, &pidfd, &not_found);
 			close_all(fds, nfds);
 			msg_free(&m);
 			if (pid < 0) {
-				struct reply x = {.op = "exited", .error = err, .not_found = not_found};
+				struct reply x = {.op = OP_EXITED, .error = err, .not_found = not_found};
 				if (send_reply(CTL_FD, &x, NULL, 0) < 0) return -1;
 				continue;
 			}
-			if (await_exit(pidfd)) {
+			rc = await_exit(pidfd);
+			if (rc != RECV_OK) {
 				kill(-1, SIGKILL);
-				return 0;
+				return rc == RECV_CLOSED ? 0 : fault();
 			}
 			char errtext[256];
-			struct reply x = {.op = "exited"};
+			struct reply x = {.op = OP_EXITED};
 			reap(pid, &x, errtext, sizeof errtext);
 			x.tmp_full = tmp_full();
 			if (send_reply(CTL_FD, &x, NULL, 0) < 0) return -1;
 			continue;
 		} else {
 			close_all(fds, nfds);
-			char op[64];
-			snprintf(op, sizeof op, "%s", m.op);
+			int op = m.op;
 			msg_free(&m);
-			return failf("protocol: unknown op \"%s\"", op);
+			failf("protocol: %s, want exec or kill", op_name(op));
+			return fault();
 		}
 		msg_free(&m);
 	}
@@ -946,32 +989,34 @@ static int holder_main(void) {
 	// waits here): build everything that does not depend on the spec, and
 	// drop what privileges the rest of the setup does not need.
 	if (prepare() < 0) {
-		struct reply x = {.op = "prepared", .error = err};
+		struct reply x = {.op = OP_PREPARED, .error = err};
 		char e[sizeof err];
 		snprintf(e, sizeof e, "%s", err);
 		send_reply(CTL_FD, &x, NULL, 0);
 		snprintf(err, sizeof err, "%s", e);
 		return -1;
 	}
-	struct reply prepared = {.op = "prepared"};
+	struct reply prepared = {.op = OP_PREPARED};
 	if (send_reply(CTL_FD, &prepared, NULL, 0) < 0) return -1;
 	// Phase 2: the spec's workspace, mounts and limits; then seal.
 	struct msg m;
 	int fds[MAX_FDS], nfds;
 	int rc = recv_msg(CTL_FD, &m, fds, &nfds);
 	if (rc == RECV_CLOSED) return failf("receive: peer closed the control socket");
-	if (rc != RECV_OK) return -1;
-	if (strcmp(m.op, "setup") != 0 || !m.has_setup || (size_t)nfds != 1 + m.nmounts) {
+	if (rc != RECV_OK) return fault();
+	if (m.op != OP_SETUP || !m.has_setup || (size_t)nfds != 1 + m.nmounts) {
 		close_all(fds, nfds);
-		char op[64];
-		snprintf(op, sizeof op, "%s", m.op);
+		int op = m.op;
+		size_t want = 1 + m.nmounts;
 		msg_free(&m);
-		return failf("protocol: want setup, got \"%s\"", op);
+		if (op != OP_SETUP) failf("protocol: %s, want setup", op_name(op));
+		else failf("protocol: setup with %d descriptors, want %zu", nfds, want);
+		return fault();
 	}
 	rc = setup_sandbox(&m, fds);
 	close_all(fds, nfds);
 	msg_free(&m);
-	struct reply ready = {.op = "ready", .error = rc < 0 ? err : ""};
+	struct reply ready = {.op = OP_READY, .error = rc < 0 ? err : ""};
 	if (rc < 0) {
 		char e[sizeof err];
 		snprintf(e, sizeof e, "%s", err);
@@ -983,7 +1028,7 @@ static int holder_main(void) {
 	return serve();
 }
 
-// ---- the spawner (initproc.spawnerMain) ------------------------------------
+// ---- the spawner -------------------------------------------------------------
 
 static int write_file(pid_t pid, const char *name, const char *text) {
 	char path[64];
@@ -1075,26 +1120,27 @@ static int spawner_main(void) {
 	signal(SIGCHLD, SIG_IGN);
 	// The host's own descriptors stay out of the holders.
 	if (cloexec_from(CTL_FD + 1) < 0) return -1;
-	struct reply hello = {.op = "hello", .version = LEGORL_INIT_VERSION};
+	struct reply hello = {.op = OP_HELLO, .version = LEGORL_INIT_VERSION};
 	if (send_reply(CTL_FD, &hello, NULL, 0) < 0) return -1;
 	for (;;) {
 		struct msg m;
 		int fds[MAX_FDS], nfds;
 		int rc = recv_msg(CTL_FD, &m, fds, &nfds);
 		if (rc == RECV_CLOSED) return 0;
-		if (rc != RECV_OK) return -1;
-		if (strcmp(m.op, "spawn") != 0 || nfds == 0) {
+		if (rc != RECV_OK) return fault();
+		if (m.op != OP_SPAWN || nfds == 0) {
 			close_all(fds, nfds);
-			char op[64];
-			snprintf(op, sizeof op, "%s", m.op);
+			int op = m.op;
 			msg_free(&m);
-			return failf("protocol: want spawn, got \"%s\"", op);
+			if (op != OP_SPAWN) failf("protocol: %s, want spawn", op_name(op));
+			else failf("protocol: spawn without a control socket");
+			return fault();
 		}
 		pid_t pid = spawn_holder(m.uid, fds, nfds);
 		close_all(fds, nfds);
 		msg_free(&m);
 		if (pid < 0) {
-			struct reply x = {.op = "spawned", .error = err};
+			struct reply x = {.op = OP_SPAWNED, .error = err};
 			if (send_reply(CTL_FD, &x, NULL, 0) < 0) return -1;
 			continue;
 		}
@@ -1103,11 +1149,11 @@ static int spawner_main(void) {
 			kill(pid, SIGKILL);
 			char e[256];
 			snprintf(e, sizeof e, "pidfd: %s", errstr(errno));
-			struct reply x = {.op = "spawned", .error = e};
+			struct reply x = {.op = OP_SPAWNED, .error = e};
 			if (send_reply(CTL_FD, &x, NULL, 0) < 0) return -1;
 			continue;
 		}
-		struct reply x = {.op = "spawned", .pid = pid};
+		struct reply x = {.op = OP_SPAWNED, .pid = pid};
 		rc = send_reply(CTL_FD, &x, &pidfd, 1);
 		close(pidfd);
 		if (rc < 0) return -1;
@@ -1128,12 +1174,12 @@ int main(int argc, char **argv) {
 		printf("%s\n", LEGORL_INIT_VERSION);
 		return 0;
 	}
-	const char *mode = getenv("LEGORL_SANDBOX_INIT");
-	if (!mode || strcmp(mode, "spawner") != 0) {
+	const char *mode = getenv(INIT_ENV);
+	if (!mode || strcmp(mode, INIT_MODE_SPAWNER) != 0) {
 		fprintf(stderr, "legorl-sandbox-init: started only by the local sandbox backend (package sandbox/local)\n");
 		return 2;
 	}
-	unsetenv("LEGORL_SANDBOX_INIT");
+	unsetenv(INIT_ENV);
 	if (spawner_main() < 0) {
 		fprintf(stderr, "legorl sandbox init: %s\n", err);
 		return 1;

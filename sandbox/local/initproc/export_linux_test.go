@@ -1,6 +1,0 @@
-//go:build linux
-
-package initproc
-
-// SeccompFilter is the filter the Go holder installs.
-var SeccompFilter = seccompFilter
