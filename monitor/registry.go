@@ -100,7 +100,11 @@ type OverviewData struct {
 func overviewData(v *view) (any, error) {
 	d := OverviewData{RunID: v.s.RunID, Version: v.s.Version, Manifests: v.s.Manifests}
 	for _, t := range schemas.Tables() {
-		d.Tables = append(d.Tables, v.s.tableStatus(v.ctx, v.m, t))
+		ts := v.s.tableStatus(v.ctx, v.m, t)
+		if t == schemas.TableReplay && ts.Files == 0 {
+			continue // only legorl audit --replay writes it: most runs have none
+		}
+		d.Tables = append(d.Tables, ts)
 	}
 	v.problems = append(v.problems, v.s.Problems...)
 	return d, nil

@@ -37,7 +37,7 @@ import tempfile
 # Mirrors of the Go contract (schemas/); the project's tests check that
 # they agree with it.
 SCHEMA_VERSION = 2
-TABLES = ("rollouts", "segments", "steps", "train_steps")
+TABLES = ("rollouts", "segments", "steps", "train_steps", "replay")
 TERMINATIONS = ("agent_completed", "max_turns", "timeout", "overlong", "context_error",
                 "env_setup_failed", "sandbox_crash", "harness_error")
 # Only these are scored (status "completed"); every other termination is an
@@ -51,6 +51,7 @@ FLOAT_COLUMNS = {
     "train_steps": ("loss", "grad_norm", "lr", "clip_fraction", "entropy", "kl", "logprob_pearson",
                     "logprob_spearman", "logprob_mean_abs_diff", "logprob_max_abs_diff", "is_ratio_mean",
                     "is_ratio_min", "is_ratio_max", "ess", "tokens_per_second"),
+    "replay": ("reward", "replayed_reward", "seconds"),
 }
 # The trainer's train-inference gate default (trainer.Config.MinPearson).
 MIN_PEARSON = 0.99

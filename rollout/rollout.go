@@ -237,6 +237,30 @@ func hash(parts ...string) string {
 	return hex.EncodeToString(h.Sum(nil)[:12])
 }
 
+// DiffFlagPrefix begins the flag that carries the sha256 of the rollout's
+// workspace diff (DiffFlag), so that a replay of the rollout can compare
+// its diff byte for byte with the one graded (legorl audit --replay).
+const DiffFlagPrefix = "diff_sha256:"
+
+// DiffFlag is the flag of a workspace diff: DiffFlagPrefix and the diff's
+// sha256 in hex.
+func DiffFlag(diff string) string {
+	sum := sha256.Sum256([]byte(diff))
+	return DiffFlagPrefix + hex.EncodeToString(sum[:])
+}
+
+// DiffHash returns the diff sha256 a rollout row's flags carry (DiffFlag);
+// "" when they carry none (the diff was refused, the rollout ended before
+// its diff was taken, or it was recorded before rows carried the hash).
+func DiffHash(flags []string) string {
+	for _, f := range flags {
+		if h, ok := strings.CutPrefix(f, DiffFlagPrefix); ok {
+			return h
+		}
+	}
+	return ""
+}
+
 // Waits that have no deadline of their own in the config.
 const (
 	// agentGrace is how long after the agent deadline Run stops waiting
@@ -443,6 +467,7 @@ func (r *run) episode(ctx context.Context) ([]schemas.Segment, []schemas.Step, e
 	diff, diffErr := grade.TakeDiff(pristine, sb.HostWorkspace(), cfg.DiffLimits)
 	if diffErr == nil {
 		r.row.DiffBytes = int64(len(diff))
+		r.flag(DiffFlag(diff))
 	}
 	sb.Close()
 

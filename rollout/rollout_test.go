@@ -479,6 +479,7 @@ func TestScriptedPolicy(t *testing.T) {
 			toolCall(t, "submit"),
 		},
 	}
+	hashes := map[string]string{}
 	for _, name := range []string{"bash", "tools"} {
 		t.Run(name, func(t *testing.T) {
 			p := newTap(t, &scripted{tok: fx.tok, texts: scripts[name]}, 0)
@@ -492,6 +493,11 @@ func TestScriptedPolicy(t *testing.T) {
 			}
 			if row.NumTurns != 3 || row.NumLLMCalls != 3 || row.NumToolCalls != 3 || row.ToolParseFailures != 0 || row.DiffBytes == 0 || row.PolicyVersion != 1 {
 				t.Errorf("counts %+v", row)
+			}
+			// The same fix by either agent: the same diff, and its hash in
+			// the flags (what a replay compares).
+			if hashes[name] = DiffHash(row.Flags); len(hashes[name]) != 64 || (hashes["bash"] != "" && hashes[name] != hashes["bash"]) {
+				t.Errorf("diff hashes %v, flags %v", hashes, row.Flags)
 			}
 			if len(segs) != 1 || segs[0].FirstCall != 0 || segs[0].LastCall != 2 || len(p.rec.Metrics.Forks) != 0 {
 				t.Errorf("%d segments, forks %v: the history did not only grow", len(segs), p.rec.Metrics.Forks)

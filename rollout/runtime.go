@@ -92,6 +92,11 @@ type Options struct {
 	// Remote, when its Kind is set, generates on a vLLM or SGLang server
 	// instead of the local engine. Defaults to the local engine.
 	Remote Remote
+	// Generator, when set, generates instead of either engine: the
+	// rollout audit's replay engine (policy/replay), which serves recorded
+	// completions. Policy then only supplies tokenizer.json. Defaults to
+	// nil.
+	Generator proxy.Generator
 	// Compute is the compute backend of the local engine's model
 	// (policy/backend: cpu, or cuda in a binary built with -tags cuda),
 	// Precision its matrix products' precision (fp32 or bf16). The
@@ -187,7 +192,7 @@ func New(ctx context.Context, o Options) (rt *Runtime, err error) {
 	// The local engine's weights first (config.json is what a folder that
 	// is no checkpoint lacks), then the tokenizer.
 	var m *model.Model
-	if o.Remote.Kind == "" {
+	if o.Remote.Kind == "" && o.Generator == nil {
 		if m, err = model.Load(o.Policy); err != nil {
 			return rt, fmt.Errorf("rollout: policy %s: %w", o.Policy, err)
 		}
@@ -259,6 +264,9 @@ func CheckGrading(ctx context.Context, kind, suiteDir string, insts []tasks.Inst
 // policy builds the generator: the local engine over m on its compute
 // backend, or a remote engine client.
 func (rt *Runtime) policy(o Options, m *model.Model) (proxy.Generator, error) {
+	if o.Generator != nil {
+		return o.Generator, nil
+	}
 	switch o.Remote.Kind {
 	case "":
 		switch v, n := m.Config().VocabSize, rt.Tokenizer.VocabSize(); {

@@ -60,6 +60,21 @@ func ArrowSchema(t Table) (*arrow.Schema, error) {
 			col("ess", f64), col("tokens", i64), col("sequences", i32),
 			col("tokens_per_second", f64),
 		}
+	case TableReplay:
+		fs = []arrow.Field{
+			col("run_id", utf8), col("iteration", i32), col("rollout_id", utf8),
+			col("task_id", utf8), col("harness", utf8), col("job_id", utf8),
+			col("reproduced", arrow.FixedWidthTypes.Boolean), col("mismatch", utf8), col("detail", utf8),
+			col("divergent_call", i32), col("divergent_token", i32),
+			col("calls_recorded", i32), col("calls_served", i32),
+			col("reward", f64), col("replayed_reward", f64),
+			col("termination", utf8), col("replayed_termination", utf8),
+			col("num_turns", i32), col("replayed_num_turns", i32),
+			col("num_tool_calls", i32), col("replayed_num_tool_calls", i32),
+			col("diff_bytes", i64), col("replayed_diff_bytes", i64),
+			col("diff_sha256", utf8), col("replayed_diff_sha256", utf8),
+			col("seconds", f64), col("replayed_at_ms", i64),
+		}
 	default:
 		return nil, fmt.Errorf("%w: %q", ErrUnknownTable, string(t))
 	}

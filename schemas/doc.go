@@ -10,6 +10,8 @@
 //     generation time; a rollout has one or more segments.
 //   - steps: optional per-turn detail (tool name, arguments, observation size).
 //   - train_steps: one row per optimizer step of the trainer.
+//   - replay: one row per stored rollout run again by the rollout audit
+//     (legorl audit --replay), with what matched and what did not.
 //
 // Row types carry parquet-go struct tags; the Arrow schema of each table
 // (ArrowSchema) is the contract readers rely on, and tests check that files

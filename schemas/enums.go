@@ -59,3 +59,42 @@ func (t Termination) Status() Status {
 		return StatusMasked
 	}
 }
+
+// Mismatch is the kind of difference a replay found between a stored
+// rollout and the same rollout run again (the replay table).
+type Mismatch string
+
+const (
+	// MismatchNone: reproduced bit for bit.
+	MismatchNone Mismatch = ""
+	// MismatchPrompt: the harness rendered a different request (a clock,
+	// randomness, the environment), or asked for more or fewer calls.
+	MismatchPrompt Mismatch = "prompt"
+	// MismatchDiff: every call matched but the workspace diff differs (the
+	// environment changed what a command did), or the stored diff was
+	// changed.
+	MismatchDiff Mismatch = "diff"
+	// MismatchReward: the same diff graded differently (the grader or the
+	// tests are not deterministic, or were changed), or the stored reward
+	// was changed.
+	MismatchReward Mismatch = "reward"
+	// MismatchOutcome: the same calls, diff and reward, but another
+	// termination, turn count or tool-call count.
+	MismatchOutcome Mismatch = "outcome"
+)
+
+// Mismatches lists every kind of mismatch, the causes first: a prompt
+// divergence explains the rest, a diff divergence the reward's.
+func Mismatches() []Mismatch {
+	return []Mismatch{MismatchPrompt, MismatchDiff, MismatchReward, MismatchOutcome}
+}
+
+// Valid reports whether m is MismatchNone or a known mismatch.
+func (m Mismatch) Valid() bool {
+	for _, k := range Mismatches() {
+		if m == k {
+			return true
+		}
+	}
+	return m == MismatchNone
+}

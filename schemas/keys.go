@@ -22,6 +22,9 @@ const (
 	StageServe = "serve"
 	// StageTrain holds an update's train_steps.
 	StageTrain = "train"
+	// StageReplay holds the rollout audit's replay rows (the replay
+	// table), in the iteration of the rollouts they replayed.
+	StageReplay = "replay"
 )
 
 // RunsPrefix is the prefix of every run.

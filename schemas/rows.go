@@ -8,11 +8,12 @@ const (
 	TableSegments   Table = "segments"
 	TableSteps      Table = "steps"
 	TableTrainSteps Table = "train_steps"
+	TableReplay     Table = "replay"
 )
 
 // Tables lists every table in a stable order.
 func Tables() []Table {
-	return []Table{TableRollouts, TableSegments, TableSteps, TableTrainSteps}
+	return []Table{TableRollouts, TableSegments, TableSteps, TableTrainSteps, TableReplay}
 }
 
 // Valid reports whether t names a known table.
@@ -144,4 +145,47 @@ type TrainStep struct {
 	Tokens          int64   `parquet:"tokens"`
 	Sequences       int32   `parquet:"sequences"`
 	TokensPerSecond float64 `parquet:"tokens_per_second"`
+}
+
+// Replay is one row of the replay table: one stored rollout run again
+// (legorl audit --replay) with its recorded completions served in place of
+// the model, and what the replay found against the stored row. Columns
+// without a prefix are the stored rollout's; replayed_* are the replay's.
+type Replay struct {
+	RunID     string `parquet:"run_id"`
+	Iteration int32  `parquet:"iteration"`
+	RolloutID string `parquet:"rollout_id"`
+	TaskID    string `parquet:"task_id"`
+	Harness   string `parquet:"harness"`
+	JobID     string `parquet:"job_id"` // the replay job; a rollout replayed twice has two rows
+	// Reproduced: the prompts, the diff, the reward, the termination, the
+	// turns and the tool calls all matched.
+	Reproduced bool     `parquet:"reproduced"`
+	Mismatch   Mismatch `parquet:"mismatch"` // the first kind of difference; "" when reproduced
+	Detail     string   `parquet:"detail"`   // one line: what differed
+	// DivergentCall and DivergentToken locate a prompt divergence: the
+	// harness's call (0-based) and the first prompt position that differs;
+	// -1 otherwise.
+	DivergentCall  int32 `parquet:"divergent_call"`
+	DivergentToken int32 `parquet:"divergent_token"`
+	// CallsRecorded is the calls the segments hold; CallsServed how many
+	// of them the replayed harness asked for with the recorded prompt.
+	CallsRecorded       int32       `parquet:"calls_recorded"`
+	CallsServed         int32       `parquet:"calls_served"`
+	Reward              float64     `parquet:"reward"`
+	ReplayedReward      float64     `parquet:"replayed_reward"`
+	Termination         Termination `parquet:"termination"`
+	ReplayedTermination Termination `parquet:"replayed_termination"`
+	NumTurns            int32       `parquet:"num_turns"`
+	ReplayedNumTurns    int32       `parquet:"replayed_num_turns"`
+	NumToolCalls        int32       `parquet:"num_tool_calls"`
+	ReplayedToolCalls   int32       `parquet:"replayed_num_tool_calls"`
+	DiffBytes           int64       `parquet:"diff_bytes"`
+	ReplayedDiffBytes   int64       `parquet:"replayed_diff_bytes"`
+	// DiffSHA256 is the stored rollout's diff hash ("" for a rollout
+	// recorded before rollouts carried one: its diff is compared by size).
+	DiffSHA256         string  `parquet:"diff_sha256"`
+	ReplayedDiffSHA256 string  `parquet:"replayed_diff_sha256"`
+	Seconds            float64 `parquet:"seconds"`        // wall-clock seconds of the replay
+	ReplayedAtMs       int64   `parquet:"replayed_at_ms"` // Unix milliseconds
 }

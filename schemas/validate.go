@@ -26,6 +26,7 @@ var (
 	ErrTokenRange         = errors.New("schemas: token id out of range")
 	ErrRoutingShape       = errors.New("schemas: routing shape does not match tokens")
 	ErrSampling           = errors.New("schemas: invalid sampling parameters")
+	ErrUnknownMismatch    = errors.New("schemas: unknown mismatch")
 )
 
 // Validate checks a rollout row: identity fields present, a known status and
@@ -154,6 +155,47 @@ func (s *TrainStep) Validate() error {
 		if math.IsNaN(m.v) || math.IsInf(m.v, 0) {
 			return fmt.Errorf("schemas: %s: %s is %v", where, m.name, m.v)
 		}
+	}
+	return nil
+}
+
+// Validate checks a replay row: identity fields present, a known mismatch
+// that agrees with reproduced, rewards in [0, 1] and no negative counts.
+func (r *Replay) Validate() error {
+	where := "replay of rollout " + r.RolloutID
+	for _, f := range []struct{ name, v string }{
+		{"run_id", r.RunID}, {"rollout_id", r.RolloutID}, {"task_id", r.TaskID}, {"job_id", r.JobID},
+	} {
+		if f.v == "" {
+			return fmt.Errorf("%w: %s: %s", ErrEmpty, where, f.name)
+		}
+	}
+	if !r.Mismatch.Valid() || r.Reproduced != (r.Mismatch == MismatchNone) {
+		return fmt.Errorf("%w: %s: %q with reproduced=%v", ErrUnknownMismatch, where, string(r.Mismatch), r.Reproduced)
+	}
+	for _, v := range []float64{r.Reward, r.ReplayedReward} {
+		if math.IsNaN(v) || v < 0 || v > 1 {
+			return fmt.Errorf("%w: %s: %v not in [0, 1]", ErrReward, where, v)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		v    int64
+	}{
+		{"iteration", int64(r.Iteration)}, {"calls_recorded", int64(r.CallsRecorded)}, {"calls_served", int64(r.CallsServed)},
+		{"num_turns", int64(r.NumTurns)}, {"replayed_num_turns", int64(r.ReplayedNumTurns)},
+		{"num_tool_calls", int64(r.NumToolCalls)}, {"replayed_num_tool_calls", int64(r.ReplayedToolCalls)},
+		{"diff_bytes", r.DiffBytes}, {"replayed_diff_bytes", r.ReplayedDiffBytes},
+	} {
+		if c.v < 0 {
+			return fmt.Errorf("%w: %s: %s=%d", ErrNegativeCount, where, c.name, c.v)
+		}
+	}
+	if r.DivergentCall < -1 || r.DivergentToken < -1 { // -1: no prompt divergence
+		return fmt.Errorf("%w: %s: divergent_call=%d divergent_token=%d", ErrNegativeCount, where, r.DivergentCall, r.DivergentToken)
+	}
+	if r.DivergentCall < -1 || r.DivergentToken < -1 { // -1: no prompt divergence
+		return fmt.Errorf("%w: %s: divergent_call=%d divergent_token=%d", ErrNegativeCount, where, r.DivergentCall, r.DivergentToken)
 	}
 	return nil
 }

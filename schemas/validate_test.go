@@ -174,6 +174,39 @@ func TestSynthRowsAreValid(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			for i := range it.Replays {
+				if err := it.Replays[i].Validate(); err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
+	}
+}
+
+func TestReplayValidate(t *testing.T) {
+	ok := schemas.Replay{RunID: "r", RolloutID: "x", TaskID: "t", JobID: "j", Reproduced: true, DivergentCall: -1, DivergentToken: -1, Reward: 1, ReplayedReward: 1}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		edit func(*schemas.Replay)
+		want error
+	}{
+		{"no job", func(r *schemas.Replay) { r.JobID = "" }, schemas.ErrEmpty},
+		{"reproduced with a mismatch", func(r *schemas.Replay) { r.Mismatch = schemas.MismatchDiff }, schemas.ErrUnknownMismatch},
+		{"not reproduced without one", func(r *schemas.Replay) { r.Reproduced = false }, schemas.ErrUnknownMismatch},
+		{"unknown kind", func(r *schemas.Replay) { r.Reproduced, r.Mismatch = false, "clock" }, schemas.ErrUnknownMismatch},
+		{"reward", func(r *schemas.Replay) { r.ReplayedReward = 2 }, schemas.ErrReward},
+		{"served", func(r *schemas.Replay) { r.CallsServed = -1 }, schemas.ErrNegativeCount},
+		{"divergent token", func(r *schemas.Replay) { r.DivergentToken = -2 }, schemas.ErrNegativeCount},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := ok
+			c.edit(&r)
+			if err := r.Validate(); !errors.Is(err, c.want) {
+				t.Fatalf("got %v, want %v", err, c.want)
+			}
+		})
 	}
 }

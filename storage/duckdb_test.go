@@ -97,6 +97,8 @@ func TestDuckDBReadsEveryTable(t *testing.T) {
 			e, err = storage.WriteFile(ctx, st, key, foot, it.Steps)
 		case schemas.TableTrainSteps:
 			e, err = storage.WriteFile(ctx, st, key, foot, it.TrainSteps)
+		case schemas.TableReplay:
+			e, err = storage.WriteFile(ctx, st, key, foot, it.Replays)
 		default:
 			t.Fatalf("table %s: add it to this test", table)
 		}

@@ -48,6 +48,8 @@ func TestParquetTables(t *testing.T) {
 				checkTable(t, table, it.Steps)
 			case schemas.TableTrainSteps:
 				checkTable(t, table, it.TrainSteps)
+			case schemas.TableReplay:
+				checkTable(t, table, it.Replays)
 			default:
 				t.Fatalf("no test rows for table %s", table)
 			}

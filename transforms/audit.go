@@ -245,6 +245,8 @@ func validateRows(t schemas.Table, data []byte, rolloutID func(string)) (n int64
 		return checkRows(data, (*schemas.Step).Validate)
 	case schemas.TableTrainSteps:
 		return checkRows(data, (*schemas.TrainStep).Validate)
+	case schemas.TableReplay:
+		return checkRows(data, (*schemas.Replay).Validate)
 	}
 	return 0, "", fmt.Errorf("unknown table %s", t)
 }

@@ -120,6 +120,16 @@ func writeFixedRun(t *testing.T, st storage.Store, runID string) {
 		if _, err := synthstore.WriteIteration(context.Background(), st, runID, i, it, synthstore.Options{ConfigHash: "synthetic", CodeVersion: version, VocabSize: 100}); err != nil {
 			t.Fatal(err)
 		}
+		// The replay table, as legorl audit --replay writes it.
+		ref := storage.ManifestRef{RunID: runID, Iteration: i, Stage: schemas.StageReplay}
+		e, err := storage.WriteFile(context.Background(), st, ref.DataKey(string(schemas.TableReplay), "synth-replay"),
+			schemas.Footer{SchemaVersion: schemas.Version, Table: schemas.TableReplay, RunID: runID, ConfigHash: "synthetic", CodeVersion: version}, it.Replays)
+		if err == nil {
+			_, err = storage.Commit(context.Background(), st, ref, []storage.FileEntry{e})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -196,7 +196,7 @@ func TestViolationsAreFound(t *testing.T) {
 // a package with tests of its own. Lower the budget when code moves out;
 // raising it needs a reason in the commit.
 const (
-	cmdBudgetLines   = 3011 // all non-test files (3,540 on 2026-12-03; 2,898 once audit, serve, rollout, monitor, demo and export logic moved out; 2,962 with legorl compare, 48 lines of flags over loop.CompareEvals; 3,008 with listen addresses, tokens and export --format slime|verl, 47 lines of flags over proxy/listen, proxy.TokenGuard and storage/handoff; 3,011 with run --replicates)
+	cmdBudgetLines   = 3034 // all non-test files (3,540 on 2026-12-03; 2,898 once audit, serve, rollout, monitor, demo and export logic moved out; 2,962 with legorl compare, 48 lines of flags over loop.CompareEvals; 3,008 with listen addresses, tokens and export --format slime|verl, 47 lines of flags over proxy/listen, proxy.TokenGuard and storage/handoff; 3,011 with run --replicates; +23 for legorl audit --replay: flags and the branch to replay.Run)
 	cmdBudgetPerFile = 280  // the largest: rollout_pipeline.go, 274
 )
 

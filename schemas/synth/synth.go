@@ -59,6 +59,10 @@ type Iteration struct {
 	Segments   []schemas.Segment
 	Steps      []schemas.Step
 	TrainSteps []schemas.TrainStep
+	// Replays replay every scored rollout once, drawn without the random
+	// source (adding them changed no other row): every fifth is a
+	// mismatch, of each kind in turn.
+	Replays []schemas.Replay
 }
 
 // Run makes every iteration of a synthetic run. The same config gives the
@@ -135,6 +139,45 @@ func iteration(c Config, rng *rand.Rand, it int) Iteration {
 			Tokens: int64(len(out.Segments) * (c.Turns * (c.TurnTokens + c.ObsTokens))), Sequences: int32(len(out.Segments)),
 			TokensPerSecond: 1000 + 100*rng.Float64(),
 		})
+	}
+	out.Replays = replays(out.Rollouts)
+	return out
+}
+
+// replays makes the replay rows of an iteration's scored rollouts.
+func replays(rs []schemas.Rollout) []schemas.Replay {
+	var out []schemas.Replay
+	kinds := schemas.Mismatches()
+	for i, r := range rs {
+		if r.Status != schemas.StatusCompleted {
+			continue
+		}
+		p := schemas.Replay{
+			RunID: r.RunID, Iteration: r.Iteration, RolloutID: r.RolloutID, TaskID: r.TaskID, Harness: r.Harness,
+			JobID: "synth-replay", Reproduced: true, DivergentCall: -1, DivergentToken: -1,
+			CallsRecorded: r.NumLLMCalls, CallsServed: r.NumLLMCalls,
+			Reward: r.Reward, ReplayedReward: r.Reward, Termination: r.Termination, ReplayedTermination: r.Termination,
+			NumTurns: r.NumTurns, ReplayedNumTurns: r.NumTurns, NumToolCalls: r.NumToolCalls, ReplayedToolCalls: r.NumToolCalls,
+			DiffBytes: r.DiffBytes, ReplayedDiffBytes: r.DiffBytes,
+			DiffSHA256: fmt.Sprintf("%064x", r.DiffBytes), ReplayedDiffSHA256: fmt.Sprintf("%064x", r.DiffBytes),
+			Seconds: 1 + float64(i%7)/10, ReplayedAtMs: r.StartedAtMs + 86_400_000,
+		}
+		if i%5 == 4 {
+			p.Reproduced, p.Mismatch = false, kinds[(i/5)%len(kinds)]
+			p.Detail = "synthetic " + string(p.Mismatch) + " mismatch"
+			switch p.Mismatch {
+			case schemas.MismatchPrompt:
+				p.DivergentCall, p.DivergentToken, p.CallsServed = 1, 40, 1
+			case schemas.MismatchDiff:
+				p.ReplayedDiffBytes++
+				p.ReplayedDiffSHA256 = fmt.Sprintf("%064x", p.ReplayedDiffBytes)
+			case schemas.MismatchReward:
+				p.ReplayedReward = 1 - p.Reward
+			case schemas.MismatchOutcome:
+				p.ReplayedNumTurns++
+			}
+		}
+		out = append(out, p)
 	}
 	return out
 }
