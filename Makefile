@@ -33,10 +33,10 @@ FUZZTIME ?= 20s
 TEST_FUZZEXECS ?= 20000x
 
 .DEFAULT_GOAL := help
-.PHONY: help demo starter chaos test test-harnesses test-minio build tools lint fuzz bench clean jinja-ref torch-ref pytest-ref docker-up docker-down bench-deps bench-sgemm bench-train bench-update bench-loop cuda-headers cuda-build cuda-emu ptx ptx-check device-bundle device-check
+.PHONY: help demo starter chaos test test-harnesses test-minio build tools lint fuzz bench clean jinja-ref torch-ref pytest-ref docker-up docker-down bench-deps $(addprefix bench-,$(BENCH)) cuda-headers cuda-build cuda-emu ptx ptx-check device-bundle device-check
 
 help: ## list the targets
-	@grep -E '^[a-zA-Z_%/-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z_%/-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-15s %s\n", $$1, $$2}'
 
 demo: build pytest-ref ## the main job on embedded defaults: 28 RL iterations of the bash agent from the committed starter checkpoint on the built-in suite, with the before/after table (about 10 minutes); resumes if interrupted
 	$(BIN)/legorl run --store file://./legorl-data --work ./legorl-work/demo-rl
@@ -216,24 +216,64 @@ lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-bench: tools docker-up ## run the benchmarks (see docs/PERFORMANCE.md)
-	$(GO) test -run '^$$' -bench . -benchmem ./... ; rc=$$?; scripts/docker/stop-dockerd.sh; exit $$rc
+# Each bench-NAME runs one component's benchmark through bench/record.sh:
+# its output goes to docs/perf/NAME.txt and its table in
+# docs/PERFORMANCE.md is made again from it.
+BENCH  := storage sandbox docker grade tokenizer chat sgemm train engine proxy trainer update demos pipeline loop
+RECORD := bench/record.sh
+BENCH_GO = $(GO) test -run '^$$'
+
+bench: ## run every component's benchmark (make bench-NAME for each NAME of BENCH), writing docs/perf and the tables of docs/PERFORMANCE.md
+	@set -e; for b in $(BENCH); do $(MAKE) --no-print-directory bench-$$b; done
+
+bench-storage: $(VERSITYGW_STAMP) ## Parquet write and read of segments (file store, S3) against arrow-go
+	$(RECORD) storage $(BENCH_GO) -bench '^Benchmark(Write|Read)Segments$$/(file|s3|arrow-go-anchor)$$' -count 3 ./storage
+
+bench-sandbox: /usr/bin/bwrap ## local sandbox create + exec + close against bubblewrap
+	$(RECORD) sandbox $(BENCH_GO) -bench '^Benchmark(Local|LocalBackToBack|ExecOnly|AnchorBubblewrap|AnchorForkExec)$$' -benchtime 30x -count 3 ./sandbox/local
+
+bench-docker: docker-up ## docker sandbox create + exec + close against the engine's own run of a container
+	$(RECORD) docker $(BENCH_GO) -bench . -benchtime 20x ./sandbox/docker; rc=$$?; scripts/docker/stop-dockerd.sh; exit $$rc
+
+bench-grade: pytest-ref ## grading a task against running its tests bare on the host, and the fast runner against pytest
+	$(RECORD) grade $(BENCH_GO) -bench '^Benchmark(GradeOverhead|GradeFastRunner)$$' -benchtime 10x ./sandbox/grade
+
+bench-tokenizer: $(TOKREF_STAMP) ## Qwen3 tokenizer encoding against @lenml/tokenizers (node)
+	$(RECORD) tokenizer $(BENCH_GO) -bench '^BenchmarkEncode$$' -count 3 ./policy/tokenizer
+
+bench-chat: jinja-ref ## chat template rendering against Jinja, tool-call parsing against encoding/json
+	$(RECORD) chat $(BENCH_GO) -bench . -benchmem -count 5 ./policy/chat
 
 bench-deps: ## Debian packages for the PyTorch/OpenBLAS anchors in bench/
 	@scripts/setup deb-full python3-numpy python3-torch libopenblas0-pthread python3-threadpoolctl
 
-bench-sgemm: bench-deps ## Sgemm vs FMA peak, gonum, OpenBLAS and PyTorch, same run
-	$(GO) test -run '^$$' -bench 'FMAPeak|MicroKernel|Sgemm/.*/(legorl|gonum|kernel=avx2)/' -count 3 ./policy/kernels
-	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/sgemm_ref.py --count 3
+bench-sgemm: bench-deps ## Sgemm against the FMA peak, gonum, OpenBLAS and PyTorch
+	$(RECORD) sgemm sh -c "$(BENCH_GO) -bench 'FMAPeak|MicroKernel|Sgemm/.*/(legorl|gonum|kernel=avx2)/' -count 3 ./policy/kernels && \
+		env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/sgemm_ref.py --count 3"
 
-bench-train: bench-deps ## tiny-config training step and logprob forward: Go model vs PyTorch, alternating in one run, per CPU-second
-	/usr/bin/python3 bench/model_side_by_side.py --rounds 3 --threads 1,2
+bench-train: bench-deps ## the tiny model's training step and logprob forward against PyTorch, alternating rounds
+	$(RECORD) train /usr/bin/python3 bench/model_side_by_side.py --rounds 3 --threads 1,2
 
-bench-update: build ## seconds of an RL update of 256 tools rollouts with and without train.shared_prefix, alternating in one run
-	bench/train.sh
+bench-engine: ## the inference engine's decode and prefill against the model's Cache.Extend, and prefix caching
+	$(RECORD) engine $(BENCH_GO) -bench '^Benchmark(Decode|Prefill|SharedPrefix)$$' -benchtime 5x -count 3 ./policy/engine
 
-bench-loop: ## rollouts/min of a fixed legorl run iteration (bash starter, 16 tasks x G=8): this tree vs BASE (default 749b4ce), alternating in one run
-	bench/loop.sh $(BASE)
+bench-proxy: ## a 20-turn agent call through the proxy against a bare HTTP handler
+	$(RECORD) proxy $(BENCH_GO) -bench '^Benchmark(Call|AppendHandler)$$' -benchtime 300x -count 3 -benchmem ./proxy
+
+bench-trainer: ## the trainer's step and recompute against the model's, and SFT with and without the shared prefix
+	$(RECORD) trainer $(BENCH_GO) -bench '^Benchmark(TrainStep|TrainStepMoE|Recompute|RecomputeMoE|Iteration|ModelTrainStep|ModelTrainStepMoE|ModelLogprobs|ModelLogprobsMoE|SFTStep)$$' -benchtime 2x ./trainer
+
+bench-update: build ## an RL update of 256 tools rollouts with and without train.shared_prefix, alternating rounds
+	$(RECORD) update bench/train.sh
+
+bench-demos: ## the scripted demonstrations, one at a time and four at once
+	$(RECORD) demos $(BENCH_GO) -bench '^BenchmarkSolveAll$$' -benchtime 1x -count 3 ./harness/scripted
+
+bench-pipeline: ## rollouts through the Beam pipeline on Prism against calling the rollout runner directly
+	$(RECORD) pipeline $(BENCH_GO) -bench . -benchtime 2x -count 2 ./pipelines/rollout
+
+bench-loop: build ## rollouts/min of a fixed legorl run iteration (bash starter, 16 tasks x G=8); BASE=REF runs REF's build beside it
+	$(RECORD) loop bench/loop.sh $(BASE)
 
 docker-up: ## start the private Docker Engine (.cache/docker) and build the sandbox base image
 	scripts/docker/start-dockerd.sh >/dev/null
