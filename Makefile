@@ -10,13 +10,10 @@ LDFLAGS  := -X main.version=$(VERSION)
 VERSITYGW_VERSION := v1.8.0
 VERSITYGW         := $(CACHE)/bin/versitygw
 VERSITYGW_STAMP   := $(CACHE)/versitygw-$(VERSITYGW_VERSION).stamp
-# MinIO (AGPL-3.0) is built from its Go module and run only as a separate
-# test server binary by make test-minio; no legorl package imports it. Its
-# releases are tags (RELEASE.2025-10-15T17-29-55Z, the last), not semver, so
-# the module is pinned by pseudo-version: master at 7aac2a2c5b7c
-# (2026-02-12), the release plus eleven commits (README and docs, and
-# conditional-put and multipart-response fixes). The Go module proxy
-# answered 403 for the release commit's own pseudo-version.
+# MinIO (AGPL-3.0), by Go module pseudo-version: built into .cache/bin and
+# run only as a separate test server by make test-minio; no legorl package
+# imports it.
+
 MINIO_VERSION     := v0.0.0-20260212201848-7aac2a2c5b7c
 MINIO             := $(CACHE)/bin/minio
 MINIO_STAMP       := $(CACHE)/minio-$(MINIO_VERSION).stamp
@@ -27,9 +24,8 @@ NOTEBOOK_STAMP    := $(CACHE)/notebook-debs.stamp
 NOTEBOOK_DEBS     := jupyter-notebook jupyter-nbconvert jupyter-client python3-ipykernel python3-pandas python3-matplotlib
 
 FUZZTIME ?= 20s
-# make test bounds its fuzzing by executions, not time: a time budget races
-# Go's fuzz coordinator on a loaded machine and fails with a bare "context
-# deadline exceeded" and no reproducer (golang/go#75804).
+# The executions each of TEST_FUZZ_TARGETS is fuzzed for in make test.
+
 TEST_FUZZEXECS ?= 20000x
 
 .DEFAULT_GOAL := help
@@ -38,27 +34,17 @@ TEST_FUZZEXECS ?= 20000x
 help: ## list the targets
 	@grep -E '^[a-zA-Z_%/-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-15s %s\n", $$1, $$2}'
 
-demo: build pytest-ref ## the main job on embedded defaults: 28 RL iterations of the bash agent from the committed starter checkpoint on the built-in suite, with the before/after table (about 10 minutes); resumes if interrupted
+demo: build pytest-ref ## the main job on embedded defaults: RL of the bash agent from the committed starter checkpoint on the built-in suite, with the before/after table; resumes if interrupted
 	$(BIN)/legorl run --store file://./legorl-data --work ./legorl-work/demo-rl
 
-# The starter checkpoints (policy/starter): the SFT stage of a results
-# config, committed so RL runs and the demo start from it ("policy":
-# "starter:NAME"). bash-sft is the SFT of docs/results/bash-pools.json,
-# bash-sed that of docs/results/bash-sed.json, bash-early that of
-# docs/results/bash-early.json (bash-sed's SFT stopped after 12 epochs:
-# 15 min), tools-sft that of
-# docs/results/tools-raft.json, tools-copy that of docs/results/tools-copy.json
-# (tools-sft's SFT with copy drills: 16 min), tools-induct that of
-# docs/results/tools-induct.json (with drills of random layouts: 29 min
-# beside other work, after the demonstrations),
-# pi-sft that of docs/results/pi-raft-lr3.json
-# (it needs Node.js). `make starter [STARTER=NAME]` runs that SFT again
-# (on 2 cores: 47 min for pi-sft; the SFT stage of its config took about
-# 18 min for tools-sft and 37 for bash-sft, as docs/RESULTS.md records) and
-# checks the bytes against policy/starter/NAME.sha256: the CPU backend's
-# SFT is deterministic for a given binary and CPU feature set (AVX-512 or
-# not); a mismatch installs nothing and says so. It runs under the config's
-# own run name, which seeds the choice of the SFT probe's tasks.
+# The starter checkpoints (policy/starter, "policy": "starter:NAME" in a
+# loop config) are the SFT stage of the results config STARTER_CONFIG_NAME
+# (pi-sft's needs Node.js). `make starter [STARTER=NAME]` runs that SFT
+# again under the config's run name and installs it only if its bytes
+# match policy/starter/NAME.sha256 (the CPU backend's SFT is deterministic
+# for a given binary and CPU feature set); a mismatch installs nothing and
+# says so.
+
 STARTER ?= bash-sft
 STARTER_CONFIG_bash-sft := docs/results/bash-pools.json
 STARTER_CONFIG_bash-sed := docs/results/bash-sed.json
@@ -89,13 +75,12 @@ test: tools lint cuda-build ptx-check cuda-emu ## the whole suite: installs and 
 	@set -e; for t in $(TEST_FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
 		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(TEST_FUZZEXECS) -fuzzminimizetime 100x $$pkg; done
 
-# The npm harnesses (pi, Codex, OpenCode, Claude Code, qwen-code), pinned in
-# tools/harnesses/package.json, each run through a whole rollout inside the
-# local sandbox against the proxy. LEGORL_HARNESSES=1 turns a missing or
-# broken harness into a failure, not a skip.
-# npm install, not the npm ci of the rule above: npm leaves the other
-# platforms' optional packages (opencode-darwin-arm64, ...) out of the lock
-# file and npm ci then refuses it. package.json pins exact versions.
+# The npm harnesses (pi, Codex, OpenCode, Claude Code, qwen-code), at the
+# exact versions of tools/harnesses/package.json (npm install: the lock file
+# lacks other platforms' optional packages, which npm ci refuses), each run
+# through a whole rollout inside the local sandbox against the proxy.
+# LEGORL_HARNESSES=1 turns a missing or broken harness into a failure.
+
 $(HARNESS_STAMP): tools/harnesses/package.json
 	@scripts/setup node
 	cd tools/harnesses && npm install --no-audit --no-fund --loglevel=error
@@ -108,17 +93,17 @@ test-harnesses: $(HARNESS_STAMP) pytest-ref ## install the pinned npm harnesses 
 # fault tests (all of ./storage but DuckDB and the full disk, which touch
 # no S3) and one legorl rollout + train + audit (cmd/legorl
 # TestRolloutTrainOnS3). LEGORL_TEST_S3_SERVER=minio makes a missing or
-# broken MinIO a failure, not a fallback. Building MinIO takes about 15 min
-# on 2 cores the first time; the binary is cached in .cache/bin.
+# broken MinIO a failure, not a fallback.
+
 test-minio: $(MINIO_STAMP) ## build the pinned MinIO into .cache/bin and run the S3 storage tests and one legorl rollout + train against it
 	LEGORL_TEST_S3_SERVER=minio LEGORL_MINIO=$(MINIO) $(GO) test -count=1 -timeout 20m -skip '^(TestDuckDB|TestDiskFull)' ./storage/...
 	LEGORL_TEST_S3_SERVER=minio LEGORL_MINIO=$(MINIO) $(GO) test -count=1 -timeout 10m -run '^(TestRolloutTrainOnS3|TestDemoAndExportOnS3)$$' ./cmd/legorl
 
-# Every fuzz target, as package:target; each runs for FUZZTIME. `make test` runs
-# their seed corpora (go test does) and fuzzes only TEST_FUZZ_TARGETS, the
-# parsers of untrusted input (Parquet files, API requests from harnesses); run
-# `make fuzz FUZZTIME=5m` before a release: a new finding there fails the run,
-# and CI is not the place to discover it.
+# Every fuzz target, as package:target; make fuzz runs each for FUZZTIME.
+# make test runs their seed corpora (go test does) and fuzzes only
+# TEST_FUZZ_TARGETS, the parsers of untrusted input (Parquet files, API
+# requests from harnesses).
+
 TEST_FUZZ_TARGETS := ./storage:FuzzDecodeFile ./proxy:FuzzDecodeChat ./proxy:FuzzScanChat ./proxy:FuzzDecodeResponses ./proxy:FuzzDecodeMessages
 FUZZ_TARGETS := ./storage:FuzzDecodeFile ./policy/chat:FuzzQwen3Parse ./policy/chat:FuzzQwen3CoderParse ./policy/chat:FuzzPyJSON ./policy/tokenizer:FuzzEncodeDecode ./policy/tokenizer:FuzzParse \
 	./policy/safetensors:FuzzParseHeader ./policy/model:FuzzParseConfig ./policy/kernels:FuzzSgemm \
@@ -162,7 +147,7 @@ $(VERSITYGW_STAMP):
 	@touch $@
 
 $(MINIO_STAMP):
-	@echo "building MinIO $(MINIO_VERSION) into $(CACHE)/bin (about 15 min on 2 cores the first time)"
+	@echo "building MinIO $(MINIO_VERSION) into $(CACHE)/bin (once; it takes a while)"
 	@mkdir -p $(CACHE)/bin
 	GOBIN=$(CACHE)/bin $(GO) install github.com/minio/minio@$(MINIO_VERSION)
 	@touch $@
@@ -285,13 +270,12 @@ docker-down: ## stop the private Docker Engine
 clean: ## remove build outputs and the demo store (keeps .cache)
 	rm -rf $(BIN) legorl-data
 
-# The CUDA backend (policy/backend/cuda, build tag cuda). CI has no GPU:
-# `make test` compiles it against the CUDA 12.x headers and libcuda stub of
-# Debian's nvidia-cuda-dev (.cache/cuda-12, scripts/cuda/headers.sh) so it
-# never rots, and checks that the committed PTX is what kernels.cu compiles
-# to. gorgonia.org/cu's #cgo lines look in /usr/local/cuda; CGO_CFLAGS and
-# CGO_LDFLAGS point it (and the backend's own cgo) at .cache/cuda-12.
-# CUDA_PKGS lists the packages with cuda-tagged files.
+# The CUDA backend (policy/backend/cuda, build tag cuda), compiled without
+# a GPU against the CUDA 12.x headers and libcuda stub of Debian's
+# nvidia-cuda-dev (.cache/cuda-12, scripts/cuda/headers.sh); CUDA_ENV points
+# cgo (gorgonia.org/cu looks in /usr/local/cuda) there. CUDA_PKGS lists the
+# packages with cuda-tagged files.
+
 CUDA_DIR   := $(CACHE)/cuda-12
 CUDA_STAMP := $(CUDA_DIR)/.stamp
 CUDA_ENV   := CGO_CFLAGS="-I$(CUDA_DIR)/include" CGO_LDFLAGS="-L$(CUDA_DIR)/lib"
@@ -321,7 +305,7 @@ ptx-check: ## fail if kernels.ptx is not what kernels.cu compiles to
 device-bundle: $(CUDA_STAMP) ## build what a GPU machine runs into .cache/device: the stripped CUDA test binary and device-check.sh
 	scripts/cuda/device-check.sh bundle
 
-device-check: device-bundle ## CUDA-vs-CPU equivalence, MoE replay and benchmarks on a GPU, recorded in docs/PERFORMANCE.md (here if nvidia-smi works, else prints how to run it on a machine with a GPU)
+device-check: device-bundle ## CUDA-vs-CPU equivalence, MoE replay and benchmarks on a GPU, recorded in docs/perf/cuda.txt and docs/PERFORMANCE.md (here if nvidia-smi works, else prints how to run it on a machine with a GPU)
 	@if nvidia-smi >/dev/null 2>&1; then \
 		OUT=$(DEVICE_DIR)/out scripts/cuda/device-check.sh run && scripts/cuda/device-check.sh record $(DEVICE_DIR)/out; \
 	else \

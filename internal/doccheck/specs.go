@@ -188,6 +188,7 @@ var Tables = []Table{
 	},
 	{
 		Name: "cuda",
+		Make: "make device-check",
 		Columns: []Column{
 			{"tokens/s", []string{"tokens/s"}},
 			{"MFU %", []string{"MFU%"}},

@@ -16,7 +16,10 @@ var ErrBlocks = errors.New("generated blocks")
 // Table is one component's table in docs/PERFORMANCE.md, made from
 // docs/perf/NAME.txt, which `make bench-NAME` writes.
 type Table struct {
-	Name    string
+	Name string
+	// Make is the command that writes the output file ("" is make
+	// bench-NAME).
+	Make    string
 	Rows    *regexp.Regexp // the results shown; nil shows every one
 	Columns []Column
 	Ratio   *Ratio // nil: no ratio column
@@ -48,6 +51,9 @@ func (t Table) Render(o Output) string {
 	fmt.Fprintf(&b, "`%s`", o.Config["command"])
 	if m := o.Config["machine"]; m != "" {
 		fmt.Fprintf(&b, " on %s", m)
+	}
+	if ts := o.Config["tests"]; ts != "" {
+		fmt.Fprintf(&b, "; tests %s", ts)
 	}
 	if l := o.Config["load"]; l != "" {
 		fmt.Fprintf(&b, ", load average %s", l)
@@ -188,7 +194,11 @@ func Update(doc []byte, tables []Table, perf fs.FS) ([]byte, error) {
 func (t Table) body(perf fs.FS) (string, error) {
 	f, err := perf.Open(t.Name + ".txt")
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Sprintf("No output recorded yet: `make bench-%s` writes docs/perf/%s.txt.\n", t.Name, t.Name), nil
+		cmd := t.Make
+		if cmd == "" {
+			cmd = "make bench-" + t.Name
+		}
+		return fmt.Sprintf("No output recorded yet: `%s` writes docs/perf/%s.txt.\n", cmd, t.Name), nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("doccheck: %w", err)
