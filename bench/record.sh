@@ -22,7 +22,7 @@ start=$(load)
 	echo "command: make bench-$name"
 	echo "machine: $(nproc) cores of $cpu, $mem, $(uname -sr), $(${GO:-go} env GOVERSION)"
 } >"$tmp"
-"$@" 2>&1 | tee -a "$tmp"
+"$@" 2>&1 | { grep -v '^go: downloading ' || true; } | tee -a "$tmp"
 echo "load: $start at the start, $(load) at the end" >>"$tmp"
 mv "$tmp" "$out"
 trap - EXIT

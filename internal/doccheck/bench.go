@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"sort"
 	"strconv"
@@ -114,8 +115,8 @@ func median(vs []float64) (float64, bool) {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2, true
 }
 
-// Num formats a figure for a table: thousands grouped, about three
-// significant digits, never an exponent.
+// Num formats a figure for a table: whole numbers as they are, others to
+// about three significant digits; thousands grouped, never an exponent.
 func Num(v float64) string {
 	a := v
 	if a < 0 {
@@ -123,7 +124,7 @@ func Num(v float64) string {
 	}
 	var s string
 	switch {
-	case a >= 1000:
+	case a >= 1000, v == math.Trunc(v) && a < 1e15:
 		s = group(strconv.FormatFloat(v, 'f', 0, 64))
 	case a >= 100:
 		s = strconv.FormatFloat(v, 'f', 0, 64)

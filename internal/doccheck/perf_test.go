@@ -67,13 +67,24 @@ func TestRender(t *testing.T) {
 	want := "`make bench-x` on 2 cores, load average 1.0-2.0:\n\n" +
 		"| benchmark | p50 us | allocs | minus anchor |\n| --- | --- | --- | --- |\n" +
 		"| A/anchor | 120 (100-140) |  |  |\n" +
-		"| A/fast | 140 (130-150) | 4.00 (3.00-5.00) | +20.0 |\n"
+		"| A/fast | 140 (130-150) | 4 (3-5) | +20 |\n"
 	if got := tab.Render(o); got != want {
 		t.Fatalf("Render:\n%s\nwant:\n%s", got, want)
 	}
 	tab.Ratio.Diff = false
-	if got := tab.Render(o); !strings.Contains(got, "| A/fast | 140 (130-150) | 4.00 (3.00-5.00) | 1.17x |") {
+	if got := tab.Render(o); !strings.Contains(got, "| A/fast | 140 (130-150) | 4 (3-5) | 1.17x |") {
 		t.Fatalf("Render with a ratio:\n%s", got)
+	}
+}
+
+func TestNum(t *testing.T) {
+	for v, want := range map[float64]string{
+		0: "0", 28: "28", 9: "9", 1234567: "1,234,567", -2500: "-2,500", 2.5: "2.50",
+		12.34: "12.3", 123.4: "123", 0.849: "0.849", 0.000012: "0.000012", 1.5e-7: "0",
+	} {
+		if got := Num(v); got != want {
+			t.Errorf("Num(%v) = %q, want %q", v, got, want)
+		}
 	}
 }
 
