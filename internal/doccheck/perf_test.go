@@ -62,7 +62,7 @@ func TestRender(t *testing.T) {
 	tab := Table{
 		Name:    "x",
 		Columns: []Column{{"p50 us", []string{"p50-us"}}, {"allocs", []string{"allocs/op"}}},
-		Ratio:   &Ratio{Head: "minus anchor", Unit: "p50-us", Anchor: fixed(`^BenchmarkA/`, "BenchmarkA/anchor"), Diff: true},
+		Ratios:  []Ratio{{Head: "minus anchor", Unit: "p50-us", Anchor: fixed(`^BenchmarkA/`, "BenchmarkA/anchor"), Diff: true}},
 	}
 	want := "`make bench-x` on 2 cores, load average 1.0-2.0:\n\n" +
 		"| benchmark | p50 us | allocs | minus anchor |\n| --- | --- | --- | --- |\n" +
@@ -71,7 +71,7 @@ func TestRender(t *testing.T) {
 	if got := tab.Render(o); got != want {
 		t.Fatalf("Render:\n%s\nwant:\n%s", got, want)
 	}
-	tab.Ratio.Diff = false
+	tab.Ratios[0].Diff = false
 	if got := tab.Render(o); !strings.Contains(got, "| A/fast | 140 (130-150) | 4 (3-5) | 1.17x |") {
 		t.Fatalf("Render with a ratio:\n%s", got)
 	}

@@ -40,13 +40,13 @@ var Tables = []Table{
 			{"file MB", []string{"file-MB"}},
 			{"peak RSS / payload", []string{"RSS/payload"}},
 		},
-		Ratio: &Ratio{Head: "MB per CPU-second / arrow-go's", Unit: "MB/cpu-s", Anchor: func(name string) string {
+		Ratios: []Ratio{{Head: "MB per CPU-second / arrow-go's", Unit: "MB/cpu-s", Anchor: func(name string) string {
 			if strings.HasSuffix(name, "arrow-go-anchor") {
 				return ""
 			}
 			i := strings.LastIndex(name, "/")
 			return name[:i] + "/arrow-go-anchor"
-		}},
+		}}},
 	},
 	{
 		Name: "sandbox",
@@ -55,7 +55,7 @@ var Tables = []Table{
 			{"p99 ms", []string{"p99-ms"}},
 			{"CPU ms per sandbox", []string{"cpu-ms/op"}},
 		},
-		Ratio: &Ratio{Head: "p50 / bubblewrap's", Unit: "p50-ms", Anchor: fixed(`^BenchmarkLocal`, "BenchmarkAnchorBubblewrap")},
+		Ratios: []Ratio{{Head: "p50 / bubblewrap's", Unit: "p50-ms", Anchor: fixed(`^BenchmarkLocal`, "BenchmarkAnchorBubblewrap")}},
 	},
 	{
 		Name: "docker",
@@ -63,9 +63,9 @@ var Tables = []Table{
 			{"p50 ms", []string{"p50-ms"}},
 			{"p99 ms", []string{"p99-ms"}},
 		},
-		Ratio: &Ratio{Head: "p50 / the anchor's", Unit: "p50-ms", Anchor: func(name string) string {
+		Ratios: []Ratio{{Head: "p50 / the anchor's", Unit: "p50-ms", Anchor: func(name string) string {
 			return map[string]string{"BenchmarkCreateExecClose": "BenchmarkAnchorEngineRun", "BenchmarkExec": "BenchmarkAnchorHostExec"}[name]
-		}},
+		}}},
 	},
 	{
 		Name: "grade",
@@ -81,7 +81,7 @@ var Tables = []Table{
 			{"MB/s", []string{"MB/s", "ref-MB/s"}},
 			{"MB per CPU-second", []string{"cpu-MB/s", "ref-cpu-MB/s"}},
 		},
-		Ratio: &Ratio{Head: "per CPU-second / node's", Unit: "cpu-MB/s", AnchorUnit: "ref-cpu-MB/s", Anchor: fixed(`^BenchmarkEncode/go`, "BenchmarkEncode/node")},
+		Ratios: []Ratio{{Head: "per CPU-second / node's", Unit: "cpu-MB/s", AnchorUnit: "ref-cpu-MB/s", Anchor: fixed(`^BenchmarkEncode/go`, "BenchmarkEncode/node")}},
 	},
 	{
 		Name: "chat",
@@ -94,17 +94,27 @@ var Tables = []Table{
 	},
 	{
 		Name: "sgemm",
-		Rows: regexp.MustCompile(`^Benchmark(FMAPeak|MicroKernel|Sgemm/.*/(legorl|openblas|torch|gonum)/)`),
+		Rows: regexp.MustCompile(`^Benchmark(FMAPeak|MicroKernel|Sgemm/.*/legorl/)`),
 		Columns: []Column{
 			{"GFLOP/s", []string{"GFLOP/s"}},
 			{"GFLOP per CPU-second", []string{"GFLOP/cpu-s"}},
 		},
-		Ratio: &Ratio{Head: "per CPU-second / OpenBLAS's", Unit: "GFLOP/cpu-s", Anchor: replace("/legorl/", "/openblas/")},
+		Ratios: []Ratio{
+			{Head: "/ FMA peak", Unit: "GFLOP/cpu-s", Anchor: func(name string) string {
+				if strings.HasPrefix(name, "BenchmarkSgemm/") && strings.HasSuffix(name, "/threads=1") {
+					return "BenchmarkFMAPeak"
+				}
+				return ""
+			}},
+			{Head: "/ OpenBLAS", Unit: "GFLOP/cpu-s", Anchor: replace("/legorl/", "/openblas/")},
+			{Head: "/ PyTorch", Unit: "GFLOP/cpu-s", Anchor: replace("/legorl/", "/torch/")},
+			{Head: "/ gonum", Unit: "GFLOP/cpu-s", Anchor: replace("/legorl/", "/gonum/")},
+		},
 	},
 	{
 		Name:    "train",
 		Columns: []Column{{"tokens per CPU-second", []string{"tokens/cpu-s"}}},
-		Ratio:   &Ratio{Head: "Go / PyTorch", Unit: "tokens/cpu-s", Anchor: replace("/go", "/torch")},
+		Ratios:  []Ratio{{Head: "Go / PyTorch", Unit: "tokens/cpu-s", Anchor: replace("/go", "/torch")}},
 	},
 	{
 		Name: "engine",
@@ -114,7 +124,7 @@ var Tables = []Table{
 			{"requests/s", []string{"requests/s"}},
 			{"prompt tokens cached", []string{"cached-frac"}},
 		},
-		Ratio: &Ratio{Head: "per CPU-second / `Cache.Extend`'s", Unit: "tokens/cpu-s", Anchor: func(name string) string {
+		Ratios: []Ratio{{Head: "per CPU-second / `Cache.Extend`'s", Unit: "tokens/cpu-s", Anchor: func(name string) string {
 			switch {
 			case strings.Contains(name, "anchor"):
 				return ""
@@ -124,7 +134,7 @@ var Tables = []Table{
 				return name + "/anchor=extend"
 			}
 			return ""
-		}},
+		}}},
 	},
 	{
 		Name: "proxy",
@@ -133,7 +143,7 @@ var Tables = []Table{
 			{"p99 us", []string{"p99-us"}},
 			{"allocs/op", []string{"allocs/op"}},
 		},
-		Ratio: &Ratio{Head: "p50 minus the bare handler's, us", Unit: "p50-us", Anchor: fixed(`^BenchmarkCall/`, "BenchmarkCall/anchor"), Diff: true},
+		Ratios: []Ratio{{Head: "p50 minus the bare handler's, us", Unit: "p50-us", Anchor: fixed(`^BenchmarkCall/`, "BenchmarkCall/anchor"), Diff: true}},
 	},
 	{
 		Name: "trainer",
@@ -142,7 +152,7 @@ var Tables = []Table{
 			{"tokens/s", []string{"tokens/s"}},
 			{"tokens per CPU-second", []string{"tokens/cpu-s"}},
 		},
-		Ratio: &Ratio{Head: "per CPU-second / the anchor's", Unit: "tokens/cpu-s", Anchor: func(name string) string {
+		Ratios: []Ratio{{Head: "per CPU-second / the anchor's", Unit: "tokens/cpu-s", Anchor: func(name string) string {
 			return map[string]string{
 				"BenchmarkTrainStep":      "BenchmarkModelTrainStep",
 				"BenchmarkTrainStepMoE":   "BenchmarkModelTrainStepMoE",
@@ -150,7 +160,7 @@ var Tables = []Table{
 				"BenchmarkRecomputeMoE":   "BenchmarkModelLogprobsMoE",
 				"BenchmarkSFTStep/shared": "BenchmarkSFTStep/unshared",
 			}[name]
-		}},
+		}}},
 	},
 	{
 		Name: "update",
@@ -160,12 +170,12 @@ var Tables = []Table{
 			{"train tokens/s", []string{"train-tokens/s"}},
 			{"recompute tokens/s", []string{"recompute-tokens/s"}},
 		},
-		Ratio: &Ratio{Head: "CPU s / the default's", Unit: "cpu-s/op", Anchor: replace("shared_prefix=true", "shared_prefix=false")},
+		Ratios: []Ratio{{Head: "CPU s / the default's", Unit: "cpu-s/op", Anchor: replace("shared_prefix=true", "shared_prefix=false")}},
 	},
 	{
 		Name:    "demos",
 		Columns: []Column{{"demonstrations/s", []string{"demos/s"}}},
-		Ratio:   &Ratio{Head: "/ one at a time", Unit: "demos/s", Anchor: fixed(`parallel=`, "BenchmarkSolveAll/parallel=1")},
+		Ratios:  []Ratio{{Head: "/ one at a time", Unit: "demos/s", Anchor: fixed(`parallel=`, "BenchmarkSolveAll/parallel=1")}},
 	},
 	{
 		Name: "pipeline",
@@ -173,7 +183,7 @@ var Tables = []Table{
 			{"rollouts/min", []string{"rollouts/min"}},
 			{"s per rollout", []string{"s/rollout"}},
 		},
-		Ratio: &Ratio{Head: "/ `rollout.Run` direct", Unit: "rollouts/min", Anchor: fixed(`^BenchmarkPipeline`, "BenchmarkDirect")},
+		Ratios: []Ratio{{Head: "/ `rollout.Run` direct", Unit: "rollouts/min", Anchor: fixed(`^BenchmarkPipeline`, "BenchmarkDirect")}},
 	},
 	{
 		Name: "loop",
@@ -184,7 +194,7 @@ var Tables = []Table{
 			{"agent s", []string{"agent-s/rollout"}},
 			{"grading s", []string{"grade-s/rollout"}},
 		},
-		Ratio: &Ratio{Head: "/ the base's", Unit: "rollouts/min", Anchor: replace("/tree", "/base")},
+		Ratios: []Ratio{{Head: "/ the base's", Unit: "rollouts/min", Anchor: replace("/tree", "/base")}},
 	},
 	{
 		Name: "cuda",

@@ -22,7 +22,7 @@ type Table struct {
 	Make    string
 	Rows    *regexp.Regexp // the results shown; nil shows every one
 	Columns []Column
-	Ratio   *Ratio // nil: no ratio column
+	Ratios  []Ratio // a column each, after Columns
 }
 
 // Column is the median (and range) of one figure of each row: the first
@@ -64,8 +64,8 @@ func (t Table) Render(o Output) string {
 		fmt.Fprintf(&b, " %s |", c.Head)
 		sep += " --- |"
 	}
-	if t.Ratio != nil {
-		fmt.Fprintf(&b, " %s |", t.Ratio.Head)
+	for _, r := range t.Ratios {
+		fmt.Fprintf(&b, " %s |", r.Head)
 		sep += " --- |"
 	}
 	b.WriteString("\n" + sep + "\n")
@@ -77,8 +77,8 @@ func (t Table) Render(o Output) string {
 		for _, c := range t.Columns {
 			fmt.Fprintf(&b, " %s |", cell(o, name, c.Units))
 		}
-		if t.Ratio != nil {
-			fmt.Fprintf(&b, " %s |", t.Ratio.cell(o, name))
+		for _, r := range t.Ratios {
+			fmt.Fprintf(&b, " %s |", r.cell(o, name))
 		}
 		b.WriteString("\n")
 	}
