@@ -149,8 +149,9 @@ var Tables = []Table{
 		Name: "trainer",
 		Rows: regexp.MustCompile(`^Benchmark(TrainStep|Recompute|ModelTrainStep|ModelLogprobs|Iteration|SFTStep)`),
 		Columns: []Column{
-			{"tokens/s", []string{"tokens/s"}},
+			{"tokens/s (Iteration: training)", []string{"tokens/s", "train-tokens/s"}},
 			{"tokens per CPU-second", []string{"tokens/cpu-s"}},
+			{"Iteration: recompute tokens/s", []string{"recompute-tokens/s"}},
 		},
 		Ratios: []Ratio{{Head: "per CPU-second / the anchor's", Unit: "tokens/cpu-s", Anchor: func(name string) string {
 			return map[string]string{
