@@ -94,7 +94,7 @@ var Tables = []Table{
 	},
 	{
 		Name: "sgemm",
-		Rows: regexp.MustCompile(`^Benchmark(FMAPeak|MicroKernel|Sgemm/.*/legorl/)`),
+		Rows: regexp.MustCompile(`^Benchmark(FMAPeak|MicroKernel|Sgemm/.*/legorl/threads=1$)`),
 		Columns: []Column{
 			{"GFLOP/s", []string{"GFLOP/s"}},
 			{"GFLOP per CPU-second", []string{"GFLOP/cpu-s"}},
