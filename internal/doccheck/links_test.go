@@ -115,3 +115,17 @@ func TestAnchors(t *testing.T) {
 		t.Fatalf("Anchors = %v, want %v", got, want)
 	}
 }
+
+// TestLengths holds the pages a newcomer reads first to their size: the
+// README an introduction, PERFORMANCE.md one table per component.
+func TestLengths(t *testing.T) {
+	for name, most := range map[string]int{"README.md": 150, "docs/PERFORMANCE.md": 400} {
+		b, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(b), "\n"); n > most {
+			t.Errorf("%s has %d lines, more than %d: move detail to a reference page (docs/USAGE.md, docs/ARCHITECTURE.md)", name, n, most)
+		}
+	}
+}
