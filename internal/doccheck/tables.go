@@ -129,7 +129,7 @@ func (r Ratio) cell(o Output, name string) string {
 	case a == 0:
 		return ""
 	}
-	return fmt.Sprintf("%.2fx", v/a)
+	return Num(v/a) + "x"
 }
 
 // Block markers in docs/PERFORMANCE.md: the lines between them are
