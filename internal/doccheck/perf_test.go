@@ -71,6 +71,11 @@ func TestRender(t *testing.T) {
 	if got := tab.Render(o); got != want {
 		t.Fatalf("Render:\n%s\nwant:\n%s", got, want)
 	}
+	tab.Ratios = append(tab.Ratios, Ratio{Head: "no anchor run", Unit: "p50-us", Anchor: replace("/fast", "/base")})
+	if got := tab.Render(o); !strings.Contains(got, "| benchmark | p50 us | allocs | minus anchor |\n") {
+		t.Fatalf("Render kept a ratio column without a figure:\n%s", got)
+	}
+	tab.Ratios = tab.Ratios[:1]
 	tab.Ratios[0].Diff = false
 	if got := tab.Render(o); !strings.Contains(got, "| A/fast | 140 (130-150) | 4 (3-5) | 1.17x |") {
 		t.Fatalf("Render with a ratio:\n%s", got)

@@ -58,29 +58,53 @@ func (t Table) Render(o Output) string {
 	if l := o.Config["load"]; l != "" {
 		fmt.Fprintf(&b, ", load average %s", l)
 	}
-	b.WriteString(":\n\n| benchmark |")
-	sep := "| --- |"
+	// The cells, row by row; a column no row has a figure for is left out
+	// (a ratio whose anchor was not run).
+	head := []string{"benchmark"}
 	for _, c := range t.Columns {
-		fmt.Fprintf(&b, " %s |", c.Head)
-		sep += " --- |"
+		head = append(head, c.Head)
 	}
 	for _, r := range t.Ratios {
-		fmt.Fprintf(&b, " %s |", r.Head)
-		sep += " --- |"
+		head = append(head, r.Head)
 	}
-	b.WriteString("\n" + sep + "\n")
+	var rows [][]string
 	for _, name := range o.Names() {
 		if t.Rows != nil && !t.Rows.MatchString(name) {
 			continue
 		}
-		fmt.Fprintf(&b, "| %s |", strings.TrimPrefix(name, "Benchmark"))
+		row := []string{strings.TrimPrefix(name, "Benchmark")}
 		for _, c := range t.Columns {
-			fmt.Fprintf(&b, " %s |", cell(o, name, c.Units))
+			row = append(row, cell(o, name, c.Units))
 		}
 		for _, r := range t.Ratios {
-			fmt.Fprintf(&b, " %s |", r.cell(o, name))
+			row = append(row, r.cell(o, name))
+		}
+		rows = append(rows, row)
+	}
+	keep := make([]bool, len(head))
+	for _, row := range rows {
+		for i, c := range row {
+			keep[i] = keep[i] || c != ""
+		}
+	}
+	line := func(cells []string) {
+		b.WriteString("|")
+		for i, c := range cells {
+			if keep[i] {
+				b.WriteString(" " + c + " |")
+			}
 		}
 		b.WriteString("\n")
+	}
+	b.WriteString(":\n\n")
+	line(head)
+	sep := make([]string, len(head))
+	for i := range sep {
+		sep[i] = "---"
+	}
+	line(sep)
+	for _, row := range rows {
+		line(row)
 	}
 	return b.String()
 }
