@@ -10,13 +10,10 @@ LDFLAGS  := -X main.version=$(VERSION)
 VERSITYGW_VERSION := v1.8.0
 VERSITYGW         := $(CACHE)/bin/versitygw
 VERSITYGW_STAMP   := $(CACHE)/versitygw-$(VERSITYGW_VERSION).stamp
-# MinIO (AGPL-3.0) is built from its Go module and run only as a separate
-# test server binary by make test-minio; no legorl package imports it. Its
-# releases are tags (RELEASE.2025-10-15T17-29-55Z, the last), not semver, so
-# the module is pinned by pseudo-version: master at 7aac2a2c5b7c
-# (2026-02-12), the release plus eleven commits (README and docs, and
-# conditional-put and multipart-response fixes). The Go module proxy
-# answered 403 for the release commit's own pseudo-version.
+# MinIO (AGPL-3.0), by Go module pseudo-version: built into .cache/bin and
+# run only as a separate test server by make test-minio; no legorl package
+# imports it.
+
 MINIO_VERSION     := v0.0.0-20260212201848-7aac2a2c5b7c
 MINIO             := $(CACHE)/bin/minio
 MINIO_STAMP       := $(CACHE)/minio-$(MINIO_VERSION).stamp
@@ -27,42 +24,27 @@ NOTEBOOK_STAMP    := $(CACHE)/notebook-debs.stamp
 NOTEBOOK_DEBS     := jupyter-notebook jupyter-nbconvert jupyter-client python3-ipykernel python3-pandas python3-matplotlib
 
 FUZZTIME ?= 20s
-# make test bounds its fuzzing by executions, not time: a time budget races
-# Go's fuzz coordinator on a loaded machine and fails with a bare "context
-# deadline exceeded" and no reproducer (golang/go#75804).
+# The executions each of TEST_FUZZ_TARGETS is fuzzed for in make test.
+
 TEST_FUZZEXECS ?= 20000x
 
 .DEFAULT_GOAL := help
-.PHONY: help demo starter results results-check chaos test test-harnesses test-minio build tools lint fuzz bench clean jinja-ref torch-ref pytest-ref docker-up docker-down bench-deps bench-sgemm bench-train bench-update bench-loop cuda-headers cuda-build cuda-emu ptx ptx-check device-bundle device-check test-cluster init-lint init-fuzz test-init-asan
+.PHONY: help demo starter results results-check chaos test test-harnesses test-minio build tools lint fuzz bench clean jinja-ref torch-ref pytest-ref docker-up docker-down bench-deps bench-sgemm bench-train bench-update bench-loop cuda-headers cuda-build cuda-emu ptx ptx-check device-bundle device-check test-cluster init-lint init-fuzz test-init-asan $(addprefix bench-,$(BENCH))
 
 help: ## list the targets
-	@grep -E '^[a-zA-Z_%/-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z_%/-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-15s %s\n", $$1, $$2}'
 
-demo: build pytest-ref ## the main job on embedded defaults: 28 RL iterations of the bash agent from the committed starter checkpoint on the built-in suite, with the before/after table on validation and test tasks and the committed replicates' spread beside it (about 10 minutes); resumes if interrupted
+demo: build pytest-ref ## the main job on embedded defaults: RL of the bash agent from the committed starter checkpoint on the built-in suite, with the before/after table on validation and test tasks and the committed replicates' spread; resumes if interrupted
 	$(BIN)/legorl run --store file://./legorl-data --work ./legorl-work/demo-rl --replicates 'docs/results/demo-rep-*.summary.json'
 
-# The starter checkpoints (policy/starter): the SFT stage of a results
-# config, committed so RL runs and the demo start from it ("policy":
-# "starter:NAME"). bash-sft is the SFT of docs/results/bash-pools.json,
-# bash-sed that of docs/results/bash-sed.json, bash-early that of
-# docs/results/bash-early.json (bash-sed's SFT stopped after 12 epochs:
-# 15 min), tools-sft that of
-# docs/results/tools-raft.json, tools-copy that of docs/results/tools-copy.json
-# (tools-sft's SFT with copy drills: 16 min), tools-induct that of
-# docs/results/tools-induct.json (with drills of random layouts: 29 min
-# beside other work, after the demonstrations),
-# pi-sft that of docs/results/pi-raft-lr3.json
-# (it needs Node.js), codex-induct and opencode-induct those of
-# docs/results/codex-induct.json and opencode-induct.json (tools-induct's
-# copy drills, demonstrations through the real Codex and OpenCode
-# programs: make test-harnesses first; not committed yet, the first run
-# writes their sha256). `make starter [STARTER=NAME]` runs that SFT again
-# (on 2 cores: 47 min for pi-sft; the SFT stage of its config took about
-# 18 min for tools-sft and 37 for bash-sft, as the runs' notes in docs/results record) and
-# checks the bytes against policy/starter/NAME.sha256: the CPU backend's
-# SFT is deterministic for a given binary and CPU feature set (AVX-512 or
-# not); a mismatch installs nothing and says so. It runs under the config's
-# own run name, which seeds the choice of the SFT probe's tasks.
+# The starter checkpoints (policy/starter, "policy": "starter:NAME" in a
+# loop config) are the SFT stage of the results config STARTER_CONFIG_NAME
+# (pi-sft's needs Node.js). `make starter [STARTER=NAME]` runs that SFT
+# again under the config's run name and installs it only if its bytes
+# match policy/starter/NAME.sha256 (the CPU backend's SFT is deterministic
+# for a given binary and CPU feature set); a mismatch installs nothing and
+# says so.
+
 STARTER ?= bash-sft
 STARTER_CONFIG_bash-sft := docs/results/bash-pools.json
 STARTER_CONFIG_bash-sed := docs/results/bash-sed.json
@@ -95,13 +77,11 @@ test: tools lint init-lint init-fuzz cuda-build ptx-check cuda-emu ## the whole 
 	@set -e; for t in $(TEST_FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
 		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(TEST_FUZZEXECS) -fuzzminimizetime 100x $$pkg; done
 
-# The npm harnesses (pi, Codex, OpenCode, Claude Code, qwen-code), pinned in
-# tools/harnesses/package.json, each run through a whole rollout inside the
-# local sandbox against the proxy. LEGORL_HARNESSES=1 turns a missing or
-# broken harness into a failure, not a skip.
-# npm install, not the npm ci of the rule above: npm leaves the other
-# platforms' optional packages (opencode-darwin-arm64, ...) out of the lock
-# file and npm ci then refuses it. package.json pins exact versions.
+# The npm harnesses (pi, Codex, OpenCode, Claude Code, qwen-code), at the
+# exact versions of tools/harnesses/package.json (npm install: the lock file
+# lacks other platforms' optional packages, which npm ci refuses), each run
+# through a whole rollout inside the local sandbox against the proxy.
+# LEGORL_HARNESSES=1 turns a missing or broken harness into a failure.
 # libfaketime pins OpenCode's wall clock (harness/clock.go).
 $(HARNESS_STAMP): tools/harnesses/package.json
 	@scripts/setup node
@@ -116,8 +96,8 @@ test-harnesses: $(HARNESS_STAMP) pytest-ref ## install the pinned npm harnesses 
 # fault tests (all of ./storage but DuckDB and the full disk, which touch
 # no S3) and one legorl rollout + train + audit (cmd/legorl
 # TestRolloutTrainOnS3). LEGORL_TEST_S3_SERVER=minio makes a missing or
-# broken MinIO a failure, not a fallback. Building MinIO takes about 15 min
-# on 2 cores the first time; the binary is cached in .cache/bin.
+# broken MinIO a failure, not a fallback.
+
 test-minio: $(MINIO_STAMP) ## build the pinned MinIO into .cache/bin and run the S3 storage tests and one legorl rollout + train against it
 	LEGORL_TEST_S3_SERVER=minio LEGORL_MINIO=$(MINIO) $(GO) test -count=1 -timeout 20m -skip '^(TestDuckDB|TestDiskFull)' ./storage/...
 	LEGORL_TEST_S3_SERVER=minio LEGORL_MINIO=$(MINIO) $(GO) test -count=1 -timeout 10m -run '^(TestRolloutTrainOnS3|TestDemoAndExportOnS3)$$' ./cmd/legorl
@@ -132,11 +112,11 @@ test-minio: $(MINIO_STAMP) ## build the pinned MinIO into .cache/bin and run the
 test-cluster: $(MINIO_STAMP) ## two RL iterations and two faults across network-namespace hosts (store on MinIO, job server, two workers, trainer); needs root
 	LEGORL_TEST_CLUSTER=1 LEGORL_MINIO=$(MINIO) $(GO) test -count=1 -timeout 20m -run '^TestCluster$$' -v ./cmd/legorl
 
-# Every fuzz target, as package:target; each runs for FUZZTIME. `make test` runs
-# their seed corpora (go test does) and fuzzes only TEST_FUZZ_TARGETS, the
-# parsers of untrusted input (Parquet files, API requests from harnesses); run
-# `make fuzz FUZZTIME=5m` before a release: a new finding there fails the run,
-# and CI is not the place to discover it.
+# Every fuzz target, as package:target; make fuzz runs each for FUZZTIME.
+# make test runs their seed corpora (go test does) and fuzzes only
+# TEST_FUZZ_TARGETS, the parsers of untrusted input (Parquet files, API
+# requests from harnesses).
+
 TEST_FUZZ_TARGETS := ./storage:FuzzDecodeFile ./proxy:FuzzDecodeChat ./proxy:FuzzScanChat ./proxy:FuzzDecodeResponses ./proxy:FuzzDecodeMessages
 FUZZ_TARGETS := ./storage:FuzzDecodeFile ./policy/chat:FuzzQwen3Parse ./policy/chat:FuzzQwen3CoderParse ./policy/chat:FuzzPyJSON ./policy/tokenizer:FuzzEncodeDecode ./policy/tokenizer:FuzzParse \
 	./policy/safetensors:FuzzParseHeader ./policy/model:FuzzParseConfig ./policy/kernels:FuzzSgemm \
@@ -222,7 +202,7 @@ $(VERSITYGW_STAMP):
 	@touch $@
 
 $(MINIO_STAMP):
-	@echo "building MinIO $(MINIO_VERSION) into $(CACHE)/bin (about 15 min on 2 cores the first time)"
+	@echo "building MinIO $(MINIO_VERSION) into $(CACHE)/bin (once; it takes a while)"
 	@mkdir -p $(CACHE)/bin
 	GOBIN=$(CACHE)/bin $(GO) install github.com/minio/minio@$(MINIO_VERSION)
 	@touch $@
@@ -282,24 +262,64 @@ lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-bench: tools docker-up ## run the benchmarks (see docs/PERFORMANCE.md)
-	$(GO) test -run '^$$' -bench . -benchmem ./... ; rc=$$?; scripts/docker/stop-dockerd.sh; exit $$rc
+# Each bench-NAME runs one component's benchmark through bench/record.sh:
+# its output goes to docs/perf/NAME.txt and its table in
+# docs/PERFORMANCE.md is made again from it.
+BENCH  := storage sandbox docker grade tokenizer chat sgemm train engine proxy trainer update demos pipeline loop
+RECORD := bench/record.sh
+BENCH_GO = $(GO) test -run '^$$'
+
+bench: ## run every component's benchmark (make bench-NAME for each NAME of BENCH), writing docs/perf and the tables of docs/PERFORMANCE.md
+	@set -e; for b in $(BENCH); do $(MAKE) --no-print-directory bench-$$b; done
+
+bench-storage: $(VERSITYGW_STAMP) ## Parquet write and read of segments (file store, S3) against arrow-go
+	$(RECORD) storage $(BENCH_GO) -bench '^Benchmark(Write|Read)Segments$$/(file|s3|arrow-go-anchor)$$' -count 3 ./storage
+
+bench-sandbox: /usr/bin/bwrap ## local sandbox create + exec + close against bubblewrap
+	$(RECORD) sandbox $(BENCH_GO) -bench '^Benchmark(Local|LocalBackToBack|ExecOnly|AnchorBubblewrap|AnchorForkExec)$$' -benchtime 30x -count 3 ./sandbox/local
+
+bench-docker: docker-up ## docker sandbox create + exec + close against the engine's own run of a container
+	$(RECORD) docker $(BENCH_GO) -bench . -benchtime 20x ./sandbox/docker; rc=$$?; scripts/docker/stop-dockerd.sh; exit $$rc
+
+bench-grade: pytest-ref ## grading a task against running its tests bare on the host, and the fast runner against pytest
+	$(RECORD) grade $(BENCH_GO) -bench '^Benchmark(GradeOverhead|GradeFastRunner)$$' -benchtime 10x ./sandbox/grade
+
+bench-tokenizer: $(TOKREF_STAMP) ## Qwen3 tokenizer encoding against @lenml/tokenizers (node)
+	$(RECORD) tokenizer $(BENCH_GO) -bench '^BenchmarkEncode$$' -count 3 ./policy/tokenizer
+
+bench-chat: jinja-ref ## chat template rendering against Jinja, tool-call parsing against encoding/json
+	$(RECORD) chat $(BENCH_GO) -bench . -benchmem -count 5 ./policy/chat
 
 bench-deps: ## Debian packages for the PyTorch/OpenBLAS anchors in bench/
 	@scripts/setup deb-full python3-numpy python3-torch libopenblas0-pthread python3-threadpoolctl
 
-bench-sgemm: bench-deps ## Sgemm vs FMA peak, gonum, OpenBLAS and PyTorch, same run
-	$(GO) test -run '^$$' -bench 'FMAPeak|MicroKernel|Sgemm/.*/(legorl|gonum|kernel=avx2)/' -count 3 ./policy/kernels
-	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/sgemm_ref.py --count 3
+bench-sgemm: bench-deps ## Sgemm against the FMA peak, gonum, OpenBLAS and PyTorch
+	$(RECORD) sgemm sh -c "$(BENCH_GO) -bench 'FMAPeak|MicroKernel|Sgemm/.*/(legorl|gonum|kernel=avx2)/' -count 3 ./policy/kernels && \
+		env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/sgemm_ref.py --count 3"
 
-bench-train: bench-deps ## tiny-config training step and logprob forward: Go model vs PyTorch, alternating in one run, per CPU-second
-	/usr/bin/python3 bench/model_side_by_side.py --rounds 3 --threads 1,2
+bench-train: bench-deps ## the tiny model's training step and logprob forward against PyTorch, alternating rounds
+	$(RECORD) train /usr/bin/python3 bench/model_side_by_side.py --rounds 3 --threads 1,2
 
-bench-update: build ## seconds of an RL update of 256 tools rollouts with and without train.shared_prefix, alternating in one run
-	bench/train.sh
+bench-engine: ## the inference engine's decode and prefill against the model's Cache.Extend, and prefix caching
+	$(RECORD) engine $(BENCH_GO) -bench '^Benchmark(Decode|Prefill|SharedPrefix)$$' -benchtime 5x -count 3 ./policy/engine
 
-bench-loop: ## rollouts/min of a fixed legorl run iteration (bash starter, 16 tasks x G=8): this tree vs BASE (default 749b4ce), alternating in one run
-	bench/loop.sh $(BASE)
+bench-proxy: ## a 20-turn agent call through the proxy against a bare HTTP handler
+	$(RECORD) proxy $(BENCH_GO) -bench '^Benchmark(Call|AppendHandler)$$' -benchtime 300x -count 3 -benchmem ./proxy
+
+bench-trainer: ## the trainer's step and recompute against the model's, and SFT with and without the shared prefix
+	$(RECORD) trainer $(BENCH_GO) -bench '^Benchmark(TrainStep|TrainStepMoE|Recompute|RecomputeMoE|Iteration|ModelTrainStep|ModelTrainStepMoE|ModelLogprobs|ModelLogprobsMoE|SFTStep)$$' -benchtime 2x ./trainer
+
+bench-update: build ## an RL update of 256 tools rollouts with and without train.shared_prefix, alternating rounds
+	$(RECORD) update bench/train.sh
+
+bench-demos: ## the scripted demonstrations, one at a time and four at once
+	$(RECORD) demos $(BENCH_GO) -bench '^BenchmarkSolveAll$$' -benchtime 1x -count 3 ./harness/scripted
+
+bench-pipeline: ## rollouts through the Beam pipeline on Prism against calling the rollout runner directly
+	$(RECORD) pipeline $(BENCH_GO) -bench . -benchtime 2x -count 2 ./pipelines/rollout
+
+bench-loop: build ## rollouts/min of a fixed legorl run iteration (bash starter, 16 tasks x G=8); BASE=REF runs REF's build beside it
+	$(RECORD) loop bench/loop.sh $(BASE)
 
 docker-up: ## start the private Docker Engine (.cache/docker) and build the sandbox base image
 	scripts/docker/start-dockerd.sh >/dev/null
@@ -311,13 +331,12 @@ docker-down: ## stop the private Docker Engine
 clean: ## remove build outputs and the demo store (keeps .cache)
 	rm -rf $(BIN) legorl-data
 
-# The CUDA backend (policy/backend/cuda, build tag cuda). CI has no GPU:
-# `make test` compiles it against the CUDA 12.x headers and libcuda stub of
-# Debian's nvidia-cuda-dev (.cache/cuda-12, scripts/cuda/headers.sh) so it
-# never rots, and checks that the committed PTX is what kernels.cu compiles
-# to. gorgonia.org/cu's #cgo lines look in /usr/local/cuda; CGO_CFLAGS and
-# CGO_LDFLAGS point it (and the backend's own cgo) at .cache/cuda-12.
-# CUDA_PKGS lists the packages with cuda-tagged files.
+# The CUDA backend (policy/backend/cuda, build tag cuda), compiled without
+# a GPU against the CUDA 12.x headers and libcuda stub of Debian's
+# nvidia-cuda-dev (.cache/cuda-12, scripts/cuda/headers.sh); CUDA_ENV points
+# cgo (gorgonia.org/cu looks in /usr/local/cuda) there. CUDA_PKGS lists the
+# packages with cuda-tagged files.
+
 CUDA_DIR   := $(CACHE)/cuda-12
 CUDA_STAMP := $(CUDA_DIR)/.stamp
 CUDA_ENV   := CGO_CFLAGS="-I$(CUDA_DIR)/include" CGO_LDFLAGS="-L$(CUDA_DIR)/lib"
@@ -347,7 +366,7 @@ ptx-check: ## fail if kernels.ptx is not what kernels.cu compiles to
 device-bundle: $(CUDA_STAMP) ## build what a GPU machine runs into .cache/device: the stripped CUDA test binary and device-check.sh
 	scripts/cuda/device-check.sh bundle
 
-device-check: device-bundle ## CUDA-vs-CPU equivalence, MoE replay and benchmarks on a GPU, recorded in docs/PERFORMANCE.md (here if nvidia-smi works, else prints how to run it on a machine with a GPU)
+device-check: device-bundle ## CUDA-vs-CPU equivalence, MoE replay and benchmarks on a GPU, recorded in docs/perf/cuda.txt and docs/PERFORMANCE.md (here if nvidia-smi works, else prints how to run it on a machine with a GPU)
 	@if nvidia-smi >/dev/null 2>&1; then \
 		OUT=$(DEVICE_DIR)/out scripts/cuda/device-check.sh run && scripts/cuda/device-check.sh record $(DEVICE_DIR)/out; \
 	else \

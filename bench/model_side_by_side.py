@@ -6,13 +6,14 @@ the Go benchmarks (BenchmarkTrainStep and BenchmarkLogprobs, GOMAXPROCS = T)
 with bench/tiny_train.py (torch and OpenBLAS on T threads), for each thread
 count T, so that both sides see the same moments of a shared machine. Both
 report tokens per CPU-second (user + system time of the process, all
-threads); the ratio Go / PyTorch is taken within each round.
+threads), one line per side and round in Go's benchmark format
+(`make bench-train` keeps them in docs/perf/train.txt).
 
     /usr/bin/python3 bench/model_side_by_side.py --rounds 3 --threads 1,2
 
 --also NAME=BINARY adds another build of the same benchmarks to every round
 (for instance the test binary of an older commit, `go test -c -o BINARY
-./policy/model` there), reported against the same PyTorch run.
+./policy/model` there), reported beside the same PyTorch run.
 
 Run with `nice -n 19` on a shared machine: both sides then run at the same
 priority.
@@ -20,7 +21,6 @@ priority.
 import argparse
 import os
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -67,21 +67,13 @@ def main():
         binary = os.path.join(tmp, "model.test")
         subprocess.run(["go", "test", "-c", "-o", binary, "./policy/model"], cwd=ROOT, check=True)
         gos = [("go", binary)] + [tuple(a.split("=", 1)) for a in args.also]
-        ratios = {}
-        print("round\tthreads\tbench\tside\ttokens/cpu-s\tvs torch", flush=True)
         for r in range(args.rounds):
             for t in threads:
                 res = [(name, go_side(os.path.abspath(b), t)) for name, b in gos]
                 p = torch_side(t)
                 for b in ("train_step", "logprobs"):
-                    print(f"{r + 1}\t{t}\t{b}\ttorch\t{p[b]:.0f}\t1", flush=True)
-                    for name, g in res:
-                        ratio = g[b] / p[b]
-                        ratios.setdefault((t, b, name), []).append(ratio)
-                        print(f"{r + 1}\t{t}\t{b}\t{name}\t{g[b]:.0f}\t{ratio:.2f}", flush=True)
-        print("# median Go / PyTorch tokens per CPU-second (min-max over rounds):")
-        for (t, b, name), rs in sorted(ratios.items()):
-            print(f"# threads={t} {b} {name}: {statistics.median(rs):.2f} ({min(rs):.2f}-{max(rs):.2f})")
+                    for name, v in [("torch", p)] + res:
+                        print(f"BenchmarkModel/{b}/threads={t}/{name}\t1\t{v[b]:.0f} tokens/cpu-s", flush=True)
 
 if __name__ == "__main__":
     sys.exit(main())

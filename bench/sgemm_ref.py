@@ -101,7 +101,7 @@ def main():
                 try:
                     for _ in range(args.count):
                         wall, cpu = measure(fn, flops, args.min_time)
-                        print(f"{name}/{lib}/threads={t}\t{wall:8.1f} GFLOP/s\t{cpu:8.1f} GFLOP/cpu-s", flush=True)
+                        print(f"BenchmarkSgemm/{name}/{lib}/threads={t}\t1\t{wall:8.1f} GFLOP/s\t{cpu:8.1f} GFLOP/cpu-s", flush=True)
                 finally:
                     if limits is not None:
                         limits.restore_original_limits()

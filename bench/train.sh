@@ -11,7 +11,9 @@
 # so both see the same machine. The figures are the update's wall and CPU
 # seconds (/usr/bin/time) and the train and recompute tokens per second it
 # prints (every token of every sequence counted, prompts included, so the
-# two sides count the same tokens); the ratios are the result.
+# two sides count the same tokens); the ratios are the result. Each run
+# prints one line in Go's benchmark format (bench/record.sh, `make
+# bench-update`, keeps them in docs/perf/update.txt).
 #
 # Usage: bench/train.sh                 (from the repository root, after make build)
 #        ROUNDS=3 WORK=/tmp/x bench/train.sh
@@ -32,7 +34,6 @@ echo "bench-train: rolling out 32 tasks x 8 with the tools starter" >&2
 	--iteration 0 --group 8 --parallel 4 --max-turns 4 --max-tokens 128 --store "file://$work/store" >"$work/rollout.log" 2>&1 ||
 	{ echo "bench-train: the rollouts failed; see $work/rollout.log" >&2; exit 1; }
 
-printf 'round shared_prefix wall_s cpu_s train_tok_s recompute_tok_s\n' | tee "$work/results.txt"
 for r in $(seq 1 "$rounds"); do
 	for side in off on; do
 		out="$work/$side/r$r"
@@ -48,11 +49,7 @@ for r in $(seq 1 "$rounds"); do
 		read -r wall user sys <"$out/time"
 		tt=$(grep -o '[0-9]* train tokens/s' "$out/log.txt" | cut -d' ' -f1)
 		rt=$(grep -o '[0-9]* recompute tokens/s' "$out/log.txt" | cut -d' ' -f1)
-		awk -v r="$r" -v s="$side" -v w="$wall" -v u="$user" -v y="$sys" -v tt="$tt" -v rt="$rt" \
-			'BEGIN { printf "%s %s %.1f %.1f %d %d\n", r, s, w, u+y, tt, rt }' | tee -a "$work/results.txt"
+		awk -v f="$flag" -v w="$wall" -v u="$user" -v y="$sys" -v tt="$tt" -v rt="$rt" \
+			'BEGIN { printf "BenchmarkUpdate/shared_prefix=%s 1 %.1f s/op %.1f cpu-s/op %d train-tokens/s %d recompute-tokens/s\n", f, w, u+y, tt, rt }'
 	done
 done
-awk 'NR > 1 && NF == 6 { w[$2] += $3; c[$2] += $4; t[$2] += $5; k[$2]++ }
-	END { printf "shared_prefix on / off: update wall time %.2fx, CPU time %.2fx, train tokens/s %.2fx\n",
-		(w["on"]/k["on"])/(w["off"]/k["off"]), (c["on"]/k["on"])/(c["off"]/k["off"]), (t["on"]/k["on"])/(t["off"]/k["off"]) }' \
-	"$work/results.txt" | tee -a "$work/results.txt"

@@ -271,7 +271,7 @@ func (rt *Runtime) policy(o Options, m *model.Model) (proxy.Generator, error) {
 	case "":
 		switch v, n := m.Config().VocabSize, rt.Tokenizer.VocabSize(); {
 		case v > n: // real Qwen3 checkpoints pad their vocabulary
-			rt.Warnings = append(rt.Warnings, fmt.Sprintf("the model's vocab_size %d pads past the tokenizer's %d ids: the engine samples only those (a remote server must too: README, Remote engines)", v, n))
+			rt.Warnings = append(rt.Warnings, fmt.Sprintf("the model's vocab_size %d pads past the tokenizer's %d ids: the engine samples only those (a remote server must too: docs/USAGE.md, Remote engines)", v, n))
 		case v < n:
 			rt.Warnings = append(rt.Warnings, fmt.Sprintf("the tokenizer's %d ids exceed the model's vocab_size %d: a prompt with an id past it is refused", n, v))
 		}

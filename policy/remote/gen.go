@@ -69,7 +69,7 @@ func (g *gen) add(ids []int64, lps []number, version int64) error {
 			return e.badOutput("token %d is id %d, outside the vocabulary of %d", n+i, id, e.opt.VocabSize)
 		case id >= int64(e.opt.VocabSize):
 			return e.badOutput("token %d is id %d, past the tokenizer's %d ids: the server sampled the model's vocabulary padding "+
-				"(serve a checkpoint trimmed to the tokenizer, legorl model trim; README, Remote engines)", n+i, id, e.opt.VocabSize)
+				"(serve a checkpoint trimmed to the tokenizer, legorl model trim; docs/USAGE.md, Remote engines)", n+i, id, e.opt.VocabSize)
 		}
 		v, err := logprob(lps[i])
 		if err != nil {

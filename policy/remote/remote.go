@@ -85,7 +85,7 @@ type Options struct {
 	// size, which a released checkpoint's vocab_size pads past (Qwen3:
 	// 151936 for 151,669 ids). A sampled id at or past it is
 	// engine.ErrBadOutput naming the id; the server must not sample the
-	// padding (README, "Remote engines"). Required.
+	// padding (docs/USAGE.md, "Remote engines"). Required.
 	VocabSize int
 	// ContextLength is the server's context (vLLM --max-model-len, SGLang
 	// --context-length). Generate uses it to fill MaxTokens 0, to clamp

@@ -22,8 +22,8 @@
 #
 #   3. here again:
 #        scripts/cuda/device-check.sh record DIR
-#      appends DIR/performance.md (dated, with the machine) to
-#      docs/PERFORMANCE.md.
+#      writes DIR's machine, test counts and benchmarks to
+#      docs/perf/cuda.txt and remakes docs/PERFORMANCE.md's CUDA table.
 #
 # `make device-check` runs step 1 and, when nvidia-smi works on this
 # machine, steps 2 and 3 with DIR = .cache/device/out.
@@ -119,7 +119,8 @@ EOF
 	return "$rc"
 }
 
-# report DIR RC prints the markdown section for docs/PERFORMANCE.md.
+# report DIR RC prints a Markdown summary of the run in DIR (machine,
+# equivalence tests, benchmarks), for reading on the GPU machine.
 report() {
 	local out=$1 rc=$2
 	local date gpu
@@ -175,12 +176,24 @@ report() {
 
 record() {
 	local dir=${1:?usage: device-check.sh record DIR}
-	if [ ! -s "$dir/performance.md" ]; then
-		echo "device-check: $dir/performance.md is missing or empty" >&2
-		exit 1
-	fi
-	cat "$dir/performance.md" >>"$root/docs/PERFORMANCE.md"
-	echo "device-check: appended $dir/performance.md to docs/PERFORMANCE.md"
+	local f
+	for f in machine.txt tests.txt bench.txt; do
+		if [ ! -s "$dir/$f" ]; then
+			echo "device-check: $dir/$f is missing or empty" >&2
+			exit 1
+		fi
+	done
+	local out=$root/docs/perf/cuda.txt
+	mkdir -p "$root/docs/perf"
+	{
+		echo "command: make device-check"
+		echo "machine: $(sed -n 's/^gpu: //p' "$dir/machine.txt"), $(sed -n 's/^torch bf16 peak: //p' "$dir/machine.txt" | sed 's/^/bf16 matmul peak /'); host $(sed -n 's/^cpu: //p' "$dir/machine.txt")"
+		echo "tests: $(grep -c '^--- PASS' "$dir/tests.txt") passed, $(grep -c '^--- FAIL' "$dir/tests.txt") failed"
+		cat "$dir/bench.txt"
+	} >"$out.tmp"
+	mv "$out.tmp" "$out"
+	echo "device-check: wrote docs/perf/cuda.txt from $dir"
+	(cd "$root" && go test -count=1 -run '^TestPerformanceTables$' ./internal/doccheck -update)
 }
 
 case ${1:-} in
