@@ -383,6 +383,9 @@ func (l *looper) iteration(ctx context.Context, i int) (IterationResult, error) 
 	}
 	if exists(next) && merr == nil {
 		it.Resumed = true
+		if err := l.verified(ctx, next, version+1); err != nil {
+			return it, fmt.Errorf("iteration %d: resume: %w", i, err)
+		}
 		rep, err := l.iterationReport(ctx, i)
 		if err != nil {
 			return it, fmt.Errorf("resume: %w", err)
