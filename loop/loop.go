@@ -45,6 +45,7 @@ import (
 	"github.com/legorl/legorl/policy/checkpoint"
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
+	"github.com/legorl/legorl/storage/lease"
 	"github.com/legorl/legorl/tasks"
 	"github.com/legorl/legorl/trainer"
 	"github.com/legorl/legorl/transforms"
@@ -60,6 +61,10 @@ type Options struct {
 	Runner runner.Options
 	// StoreOptions are the store's credentials.
 	StoreOptions storage.Options
+	// LeaseTTL is how long the run's lease (one writer per run) outlives
+	// a holder that stops renewing it: another machine takes a dead run
+	// over after it; this machine at once. Defaults to 2 minutes.
+	LeaseTTL time.Duration
 	// Log hears one line per phase; nil discards them.
 	Log io.Writer
 	// OnPipeline, when set, is called as a pipeline starts with its config
@@ -204,15 +209,18 @@ func Run(ctx context.Context, cfg Config, o Options) (*Result, error) {
 		o.Log = io.Discard
 	}
 	start := time.Now()
-	l := &looper{cfg: cfg, o: o}
+	ctx, lost := context.WithCancelCause(ctx)
+	defer lost(nil)
+	l := &looper{cfg: cfg, o: o, lost: lost}
+	defer l.release(ctx)
 	if err := l.prepare(ctx); err != nil {
-		return nil, err
+		return nil, lostLease(ctx, err)
 	}
 	res := &Result{SFT: l.sft, Start: l.start}
 	if o.PrepareOnly {
 		return res, nil
 	}
-	err := l.run(ctx, res)
+	err := lostLease(ctx, l.run(ctx, res))
 	if len(res.Evals) > 1 {
 		res.Comparisons = compare(res.Evals[0], res.Evals[len(res.Evals)-1])
 	}
@@ -236,6 +244,10 @@ type looper struct {
 	// before the first pipeline and never changes), snapshots absolute.
 	instances []tasks.Instance
 	sft       *SFTSummary
+	// lease is the run's, held from prepare on; lost cancels the loop's
+	// context when it is lost.
+	lease *lease.Lease
+	lost  context.CancelCauseFunc
 }
 
 func (l *looper) logf(format string, a ...any) {
@@ -407,6 +419,10 @@ func (l *looper) iteration(ctx context.Context, i int) (IterationResult, error) 
 			it.setGroups(lin.Data.Groups.ZeroVariance, lin.Data.Groups.Groups)
 			if lin.Gate != nil {
 				it.Pearson = lin.Gate.Overall.Pearson
+			}
+			for _, s := range lin.Steps { // the same mean as the update's, from its train_steps rows
+				loss, _ := s["loss"].(float64)
+				it.Loss += loss / float64(len(lin.Steps))
 			}
 		}
 		return it, l.publish(ctx, next)
