@@ -18,8 +18,8 @@ import (
 )
 
 // gradTestConfig is a loop config whose groups have reward variance: the
-// bash-sed starter solves some of a group's G = 4 rollouts of a fresh
-// training task and fails others, so every update trains segments and a
+// bash-sft starter solves some of a group's G = 4 rollouts of a fresh
+// training task and fails others (1 of the 8 groups of each iteration), so every update trains segments and a
 // resume that trained a group twice, or dropped one, changes the weights.
 func gradTestConfig(t *testing.T, dir string) string {
 	t.Helper()
@@ -28,11 +28,11 @@ func gradTestConfig(t *testing.T, dir string) string {
   "store": "file://` + filepath.Join(dir, "store") + `",
   "work_dir": "` + filepath.Join(dir, "work") + `",
   "builtin": {"n": 48, "seed": 1, "languages": ["python"]},
-  "policy": "starter:bash-sed",
+  "policy": "starter:bash-sft",
   "harness": "bash",
   "iterations": 2,
   "group": 4,
-  "rl": {"tasks_per_iteration": 3},
+  "rl": {"tasks_per_iteration": 8},
   "rollout": {"max_turns": 4, "max_tokens": 128, "parallel": 4, "agent_timeout": "2m"},
   "train": {"lr": 0.001, "steps": 2, "seed": 7},
   "eval": {"max_tasks": 1, "group": 1, "splits": ["heldout"]}
@@ -106,7 +106,7 @@ func TestChaosResumeGradients(t *testing.T) {
 	chaosArgs := args(chaos)
 	store := filepath.Join(chaos, "store")
 	for _, p := range gradPoints {
-		k := killSpec{stage: p.stage, marker: p.marker, total: 3,
+		k := killSpec{stage: p.stage, marker: p.marker, total: 8,
 			claims: filepath.Join(store, filepath.FromSlash(transforms.ClaimPrefix("grad-test", transforms.Stage, p.iteration)))}
 		if log, ok := killChild(t, self, chaosArgs, k); !ok {
 			t.Fatalf("kill point %q not reached: the run finished first\n%s", p.stage, log)
