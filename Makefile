@@ -125,7 +125,7 @@ FUZZ_TARGETS := ./storage:FuzzDecodeFile ./policy/chat:FuzzQwen3Parse ./policy/c
 	./policy/remote:FuzzDecodeNPY ./policy/remote:FuzzSSE ./policy/remote:FuzzSanitize ./policy/remote:FuzzResponses
 
 chaos: ## kill a small legorl run at a point of every stage, resume it each time, and compare its store with an uninterrupted run's (also part of make test)
-	$(GO) test -count=1 -run '^TestChaosResume$$' -v ./cmd/legorl
+	$(GO) test -count=1 -run '^TestChaosResume(Gradients)?$$' -v ./cmd/legorl
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 20s), and the C sandbox init's for INIT_FUZZ_LONG
 	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \

@@ -50,6 +50,7 @@ import (
 	"github.com/legorl/legorl/policy/checkpoint"
 	"github.com/legorl/legorl/schemas"
 	"github.com/legorl/legorl/storage"
+	"github.com/legorl/legorl/storage/lease"
 	"github.com/legorl/legorl/tasks"
 	"github.com/legorl/legorl/trainer"
 	"github.com/legorl/legorl/transforms"
@@ -65,6 +66,10 @@ type Options struct {
 	Runner runner.Options
 	// StoreOptions are the store's credentials.
 	StoreOptions storage.Options
+	// LeaseTTL is how long the run's lease (one writer per run) outlives
+	// a holder that stops renewing it: another machine takes a dead run
+	// over after it; this machine at once. Defaults to 2 minutes.
+	LeaseTTL time.Duration
 	// Log hears one line per phase; nil discards them.
 	Log io.Writer
 	// OnPipeline, when set, is called as a pipeline starts with its config
@@ -224,7 +229,10 @@ func Run(ctx context.Context, cfg Config, o Options) (*Result, error) {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
-	l := &looper{cfg: cfg, o: o}
+	ctx, lost := context.WithCancelCause(ctx)
+	defer lost(nil)
+	l := &looper{cfg: cfg, o: o, lost: lost}
+	defer l.release(ctx)
 	var err error
 	if l.cfg.WorkDir, err = filepath.Abs(cfg.WorkDir); err != nil {
 		return nil, err
@@ -236,6 +244,7 @@ func Run(ctx context.Context, cfg Config, o Options) (*Result, error) {
 	if err == nil && !o.PrepareOnly {
 		err = l.prepareTest(ctx)
 	}
+	err = lostLease(ctx, err)
 	if err != nil || o.PrepareOnly {
 		if ferr := l.proc.finish(err); err == nil {
 			err = ferr
@@ -246,7 +255,7 @@ func Run(ctx context.Context, cfg Config, o Options) (*Result, error) {
 		return &Result{SFT: l.sft, Start: l.start}, nil
 	}
 	res := &Result{SFT: l.sft, Start: l.start, TestSuite: l.test}
-	err = l.run(ctx, res)
+	err = lostLease(ctx, l.run(ctx, res))
 	if len(res.Evals) > 1 {
 		res.Comparisons = compare(res.Evals[0], res.Evals[len(res.Evals)-1])
 	}
@@ -283,6 +292,10 @@ type looper struct {
 	testInstances []tasks.Instance
 	// proc records this process (Process).
 	proc *procRecorder
+	// lease is the run's, held from prepare on; lost cancels the loop's
+	// context when it is lost.
+	lease *lease.Lease
+	lost  context.CancelCauseFunc
 }
 
 // did records in the process's record that it did what.
@@ -447,6 +460,9 @@ func (l *looper) iteration(ctx context.Context, i int) (IterationResult, error) 
 	}
 	if exists(next) && merr == nil {
 		it.Resumed = true
+		if err := l.verified(ctx, next, version+1); err != nil {
+			return it, fmt.Errorf("iteration %d: resume: %w", i, err)
+		}
 		rep, err := l.iterationReport(ctx, i)
 		if err != nil {
 			return it, fmt.Errorf("resume: %w", err)
@@ -468,6 +484,10 @@ func (l *looper) iteration(ctx context.Context, i int) (IterationResult, error) 
 			it.setGroups(lin.Data.Groups.ZeroVariance, lin.Data.Groups.Groups)
 			if lin.Gate != nil {
 				it.Pearson = lin.Gate.Overall.Pearson
+			}
+			for _, s := range lin.Steps { // the same mean as the update's, from its train_steps rows
+				loss, _ := s["loss"].(float64)
+				it.Loss += loss / float64(len(lin.Steps))
 			}
 		}
 		return it, l.publish(ctx, next)

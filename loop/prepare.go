@@ -46,6 +46,9 @@ func (l *looper) prepare(ctx context.Context) error {
 	if l.st, err = storage.Open(ctx, cfg.Store, so); err != nil {
 		return err
 	}
+	if err := l.hold(ctx); err != nil {
+		return err
+	}
 	transforms.SetStoreOptions(l.o.StoreOptions)
 
 	if l.suite, err = l.prepareSuite(ctx); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/legorl/legorl/policy/engine"
 	"github.com/legorl/legorl/policy/model"
+	"github.com/legorl/legorl/policy/tokenizer"
 )
 
 // TestLoad: 64 concurrent rollouts make 10,000 model calls through the
@@ -24,8 +25,12 @@ import (
 // deep before it finishes and the next opens. Afterwards no rollout,
 // engine session, goroutine or file descriptor is left over, and the heap
 // after the last call is within bounds of the heap after the first
-// quarter (no per-call growth). The figures are logged for
-// docs/PERFORMANCE.md; nothing here is timed.
+// quarter (no per-call growth). Every rollout's record is checked as it
+// finishes (ownRecord): it holds exactly its own calls, its own system
+// prompt and, for every sampled token, the logprob the model gives it in
+// that rollout's context, so turns or tokens attributed to the wrong
+// rollout fail the test. The figures are logged for docs/PERFORMANCE.md;
+// nothing here is timed.
 func TestLoad(t *testing.T) {
 	const workers, calls, depth = 64, 10000, 5
 	if testing.Short() {
@@ -37,6 +42,12 @@ func TestLoad(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	em := engine.NewMetrics(reg)
+	ref, err := model.New(tinyConfig(t, false), 7) // the same weights, to recompute the recorded logprobs
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refMu sync.Mutex
+	tok := testTokenizer(t)
 	e := engine.New(m, 1, engine.Options{Metrics: em})
 	defer e.Close()
 	p, srv := testProxy(t, e, func(o *Options) { o.ServerMetrics = NewServerMetrics(reg) })
@@ -54,6 +65,7 @@ func TestLoad(t *testing.T) {
 		done     int
 		heapQ    uint64 // heap in use after the first quarter of the calls
 		failures []string
+		records  = map[string]int{} // segments of each rollout's record, all checked
 	)
 	heap := func() uint64 {
 		runtime.GC()
@@ -80,7 +92,7 @@ func TestLoad(t *testing.T) {
 					mu.Unlock()
 					return
 				}
-				msgs := []map[string]any{{"role": "system", "content": "You fix bugs."}, {"role": "user", "content": "Fix it."}}
+				msgs := []map[string]any{{"role": "system", "content": "You fix bugs in " + id + "."}, {"role": "user", "content": "Fix it."}}
 				for range depth {
 					reply, err := loadCall(client, srv.URL+"/rollout/"+id+"/v1/chat/completions", msgs)
 					mu.Lock()
@@ -101,10 +113,18 @@ func TestLoad(t *testing.T) {
 					}
 					msgs = append(msgs, map[string]any{"role": "assistant", "content": reply}, map[string]any{"role": "user", "content": "Go on."})
 				}
-				if _, err := p.Finish(id); err != nil {
-					mu.Lock()
+				rec, err := p.Finish(id)
+				if err == nil {
+					err = ownRecord(&refMu, ref, tok, rec, id, depth)
+				}
+				mu.Lock()
+				if err != nil {
 					failures = append(failures, err.Error())
-					mu.Unlock()
+				} else if records[id] = len(rec.Segments); records[id] == 0 {
+					failures = append(failures, id+": no segment")
+				}
+				mu.Unlock()
+				if err != nil {
 					return
 				}
 			}
@@ -135,8 +155,52 @@ func TestLoad(t *testing.T) {
 	if heapEnd > heapQ+heapQ/2+8<<20 {
 		t.Errorf("heap in use %d MiB after %d calls, %d MiB after %d: growing with the calls", heapEnd>>20, calls, heapQ>>20, calls/4)
 	}
-	t.Logf("%d calls by %d concurrent rollouts (%d deep): heap in use %.1f MiB after %d calls, %.1f MiB after all; goroutines %d -> %d, fds %d -> %d",
-		done, workers, depth, float64(heapQ)/(1<<20), calls/4, float64(heapEnd)/(1<<20), goroutines, g, fds, f)
+	if len(records) != done/depth {
+		t.Errorf("%d records checked, want one per rollout (%d)", len(records), done/depth)
+	}
+	t.Logf("%d calls by %d concurrent rollouts (%d deep), %d records each its own: heap in use %.1f MiB after %d calls, %.1f MiB after all; goroutines %d -> %d, fds %d -> %d",
+		done, workers, depth, len(records), float64(heapQ)/(1<<20), calls/4, float64(heapEnd)/(1<<20), goroutines, g, fds, f)
+}
+
+// ownRecord checks that rec is rollout id's own: every segment carries
+// its id, the first prompt holds its own system prompt, its segments cover
+// its calls 0 to calls-1, and every sampled token's recorded logprob is the
+// one ref (the engine's weights) gives that token after that segment's
+// tokens: a turn or token of another rollout, whose context differs, would
+// not match.
+func ownRecord(mu *sync.Mutex, ref *model.Model, tok *tokenizer.Tokenizer, rec Record, id string, calls int) error {
+	if rec.RolloutID != id || len(rec.Segments) == 0 {
+		return fmt.Errorf("%s: record of %q with %d segments", id, rec.RolloutID, len(rec.Segments))
+	}
+	prompt, err := tok.Decode(rec.Segments[0].PromptTokenIDs)
+	if err != nil || !strings.Contains(string(prompt), "You fix bugs in "+id+".") {
+		return fmt.Errorf("%s: first prompt %q (%v) is not its own", id, prompt, err)
+	}
+	last := int32(-1)
+	for k, sg := range rec.Segments {
+		if sg.RolloutID != id || sg.RunID != "load" {
+			return fmt.Errorf("%s: segment %d of rollout %q, run %q", id, k, sg.RolloutID, sg.RunID)
+		}
+		last = max(last, sg.LastCall)
+		mu.Lock()
+		r, err := ref.Logprobs([]model.Sequence{{Prompt: sg.PromptTokenIDs, Completion: sg.CompletionTokenIDs}})
+		mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("%s: segment %d: %v", id, k, err)
+		}
+		for j, m := range sg.LossMask {
+			if m == 0 {
+				continue
+			}
+			if d := float64(r[0].Logprobs[j] - sg.Logprobs[j]); d > 1e-3 || d < -1e-3 {
+				return fmt.Errorf("%s: segment %d token %d (id %d): logprob %v recorded, %v in this rollout's context", id, k, j, sg.CompletionTokenIDs[j], sg.Logprobs[j], r[0].Logprobs[j])
+			}
+		}
+	}
+	if last != int32(calls-1) {
+		return fmt.Errorf("%s: segments end at call %d, the rollout made %d calls", id, last, calls)
+	}
+	return nil
 }
 
 // loadCall posts one chat call and returns the reply's text.

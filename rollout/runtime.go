@@ -193,7 +193,11 @@ func New(ctx context.Context, o Options) (rt *Runtime, err error) {
 	// is no checkpoint lacks), then the tokenizer.
 	var m *model.Model
 	if o.Remote.Kind == "" && o.Generator == nil {
-		if m, err = model.Load(o.Policy); err != nil {
+		if m, err = model.Load(o.Policy); err != nil { // verifies the folder
+			return rt, fmt.Errorf("rollout: policy %s: %w", o.Policy, err)
+		}
+	} else if o.Remote.Kind != "" {
+		if _, err := checkpoint.Verify(o.Policy); err != nil { // the server loads the weights; its tokenizer is this folder's
 			return rt, fmt.Errorf("rollout: policy %s: %w", o.Policy, err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -287,7 +288,17 @@ func (s *S3Store) putErr(ctx context.Context, key, obj, token string, err error)
 	if isPreconditionFailed(err) {
 		return fmt.Errorf("%w: %s", ErrExists, key)
 	}
+	if isInsufficientStorage(err) && ctx.Err() == nil { // as a full disk is on the file store
+		return fmt.Errorf("storage: put %s/%s: %s: %w", s.URI(), key, text.OneLine(err.Error(), 0), syscall.ENOSPC)
+	}
 	return s.opErr(ctx, "put", key, err)
+}
+
+// isInsufficientStorage reports a server out of space: 507
+// InsufficientStorage (not retried: space does not come back by itself).
+func isInsufficientStorage(err error) bool {
+	var r minio.ErrorResponse
+	return errors.As(err, &r) && (r.StatusCode == http.StatusInsufficientStorage || r.Code == "InsufficientStorage")
 }
 
 // opErr names the operation and key of a failure in one line, wrapping the

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,6 +69,10 @@ func TestS3PutFaults(t *testing.T) {
 		delay   time.Duration
 		retries int
 		wantErr bool
+		// injected, when not 0, is how many faults must strike: each rule
+		// of the case is needed.
+		injected int64
+		enospc   bool // the error wraps syscall.ENOSPC
 	}{
 		{name: "reset mid-upload of a single put", size: 3 * mib,
 			rules: []faultRule{{match: isSinglePut, kind: resetUpload, after: mib, times: 1}}},
@@ -85,6 +90,16 @@ func TestS3PutFaults(t *testing.T) {
 			rules: []faultRule{{match: isSinglePut, kind: lostAck, times: -1}}},
 		{name: "answer to the completion lost", size: 11 * mib,
 			rules: []faultRule{{match: isComplete, kind: lostAck, times: 1}}},
+		// The retried completion gets NoSuchUpload, as S3 answers it: only
+		// the token check can tell that the upload completed as this put's.
+		{name: "answer to the completion lost, its retry answered NoSuchUpload", size: 11 * mib, injected: 2,
+			rules: []faultRule{{match: isComplete, kind: lostAck, times: 1}, {match: isComplete, kind: noSuchUpload, times: -1}}},
+		// A server out of space: not retried, the put fails wrapping ENOSPC
+		// as on a full disk, nothing stored, the upload aborted.
+		{name: "507 InsufficientStorage on a single put", size: mib, wantErr: true, enospc: true, injected: 1,
+			rules: []faultRule{{match: isSinglePut, kind: insufficientStorage, times: -1}}},
+		{name: "507 InsufficientStorage on part 2", size: 11 * mib, wantErr: true, enospc: true, injected: 1,
+			rules: []faultRule{{match: isPart(2), kind: insufficientStorage, times: -1}}},
 		{name: "latency on every chunk", size: 11 * mib, delay: time.Millisecond},
 		{name: "reset mid-upload on every try", size: 3 * mib, retries: 3, wantErr: true,
 			rules: []faultRule{{match: isSinglePut, kind: resetUpload, after: mib, times: -1}}},
@@ -108,10 +123,16 @@ func TestS3PutFaults(t *testing.T) {
 			if len(tt.rules) > 0 && px.injected.Load() == 0 {
 				t.Fatal("no fault was injected")
 			}
+			if n := px.injected.Load(); tt.injected != 0 && n != tt.injected {
+				t.Fatalf("%d faults injected, want %d", n, tt.injected)
+			}
 			if n := pendingUploads(t, bucketOf(direct), key); n != 0 {
 				t.Errorf("%d multipart uploads left unfinished", n)
 			}
 			px.clear()
+			if tt.enospc != errors.Is(err, syscall.ENOSPC) {
+				t.Errorf("put: %v; wraps ENOSPC %v, want %v", err, !tt.enospc, tt.enospc)
+			}
 			if tt.wantErr {
 				wantOneLine(t, err, key)
 				t.Logf("put failed: %v", err)

@@ -55,6 +55,13 @@ const (
 	lostAck
 	// slowDown answers 503 SlowDown itself; the server never sees it.
 	slowDown
+	// noSuchUpload answers 404 NoSuchUpload itself, as S3 answers a
+	// completion retried after its first try completed the upload (the
+	// upload id is gone); the server never sees it.
+	noSuchUpload
+	// insufficientStorage answers 507 InsufficientStorage itself: a server
+	// out of space; the server never sees it.
+	insufficientStorage
 	// restart forwards the head and `after` bytes of the body, runs the
 	// rule's hook (a server restart) and resets the connections.
 	restart
@@ -253,12 +260,12 @@ func (p *tcpFaults) carry(client *net.TCPConn) {
 		}
 		rule := p.pick(req)
 		next.Store(nil)
-		if rule != nil && rule.kind == slowDown {
+		if status, code, msg, ok := ownAnswer(rule); ok {
 			if _, err := io.CopyN(io.Discard, br, size); err != nil {
 				return
 			}
-			body := `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`
-			fmt.Fprintf(client, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/xml\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+			body := `<?xml version="1.0" encoding="UTF-8"?><Error><Code>` + code + `</Code><Message>` + msg + `</Message></Error>`
+			fmt.Fprintf(client, "HTTP/1.1 %s\r\nContent-Type: application/xml\r\nContent-Length: %d\r\n\r\n%s", status, len(body), body)
 			continue
 		}
 		if rule != nil && (rule.kind == resetDownload || rule.kind == lostAck) {
@@ -285,6 +292,23 @@ func (p *tcpFaults) carry(client *net.TCPConn) {
 			return
 		}
 	}
+}
+
+// ownAnswer is the S3 error the proxy answers itself for a rule of a kind
+// the server never sees; ok is false for the other kinds.
+func ownAnswer(rule *faultRule) (status, code, msg string, ok bool) {
+	if rule == nil {
+		return "", "", "", false
+	}
+	switch rule.kind {
+	case slowDown:
+		return "503 Service Unavailable", "SlowDown", "Please reduce your request rate.", true
+	case noSuchUpload:
+		return "404 Not Found", "NoSuchUpload", "The specified upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.", true
+	case insufficientStorage:
+		return "507 Insufficient Storage", "InsufficientStorage", "Your storage space is full.", true
+	}
+	return "", "", "", false
 }
 
 // copyBody forwards n bytes of body in chunks.

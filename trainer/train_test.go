@@ -7,15 +7,18 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/legorl/legorl/policy/checkpoint"
 	"github.com/legorl/legorl/policy/model"
 	"github.com/legorl/legorl/policy/safetensors"
 	"github.com/legorl/legorl/schemas"
@@ -286,6 +289,30 @@ func TestTrainWritesNothingOnError(t *testing.T) {
 		{"bad config", func(t *testing.T, e *e2e, o *trainer.Options) {
 			o.Config.Loss = "dpo"
 		}, trainer.ErrConfig, `"dpo"`},
+		{"damaged parent", func(t *testing.T, e *e2e, o *trainer.Options) {
+			ents, err := os.ReadDir(e.policy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := checkpoint.Header{Format: checkpoint.Format, Version: 0, Files: map[string]string{}}
+			for _, ent := range ents {
+				h.Files[ent.Name()] = sha(t, filepath.Join(e.policy, ent.Name()))
+			}
+			b, _ := json.Marshal(h)
+			if err := os.WriteFile(filepath.Join(e.policy, checkpoint.File), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			w := filepath.Join(e.policy, "model.safetensors")
+			b = mustRead(t, w)
+			b[len(b)-1] ^= 1
+			os.WriteFile(w, b, 0o644)
+		}, checkpoint.ErrDamaged, "model.safetensors has sha256"},
+		// The checkpoint's folder on a disk too small for it: the write
+		// fails wrapping ENOSPC and leaves no folder, no temporary one, no
+		// train manifest.
+		{"disk full while writing the checkpoint", func(t *testing.T, e *e2e, o *trainer.Options) {
+			o.OutDir = filepath.Join(smallDisk(t, 64<<10), "v1")
+		}, syscall.ENOSPC, "no space left on device"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -314,4 +341,21 @@ func TestTrainWritesNothingOnError(t *testing.T) {
 			}
 		})
 	}
+}
+
+// smallDisk mounts a tmpfs of size bytes on a new folder and unmounts it
+// when the test ends. It needs root (CAP_SYS_ADMIN); without it the test
+// fails, it does not skip.
+func smallDisk(t *testing.T, size int) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, fmt.Sprintf("size=%d,mode=0755", size)); err != nil {
+		t.Fatalf("mount a %d-byte tmpfs on %s: %v (the disk-full test needs root)", size, dir, err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	return dir
 }

@@ -1,17 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
-	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -75,39 +70,14 @@ func TestChaosResume(t *testing.T) {
 		t.Fatalf("the resumed run: exit %d: %s", code, stderr)
 	}
 	t.Logf("killed at %d points: %s", len(hit), strings.Join(hit, "; "))
-	if len(hit) < 7 {
-		t.Errorf("only %d kill points reached (%s), want at least 7", len(hit), strings.Join(hit, "; "))
+	if len(hit) != len(chaosPoints) {
+		t.Errorf("only %d of %d kill points reached (%s): each is required", len(hit), len(chaosPoints), strings.Join(hit, "; "))
 	}
 
 	// Every run of the store (the loop's, its evals', the probe's), every
 	// table: the same rows.
-	runs, _ := os.ReadDir(filepath.Join(ref, "store", "runs"))
-	compared := 0
-	for _, r := range runs {
-		for _, table := range []string{"rollouts", "segments", "steps", "train_steps"} {
-			want, wantErr := exportRows(t, filepath.Join(ref, "store"), r.Name(), table)
-			got, gotErr := exportRows(t, filepath.Join(chaos, "store"), r.Name(), table)
-			if wantErr != gotErr {
-				t.Errorf("%s %s: the uninterrupted run %q, the chaos run %q", r.Name(), table, wantErr, gotErr)
-				continue
-			}
-			if len(got) != len(want) {
-				t.Errorf("%s %s: %d rows, the uninterrupted run %d", r.Name(), table, len(got), len(want))
-				continue
-			}
-			for i := range want {
-				if got[i] != want[i] {
-					t.Errorf("%s %s: row %d differs:\n got %s\nwant %s", r.Name(), table, i, got[i], want[i])
-					break
-				}
-			}
-			compared += len(want)
-		}
-	}
-	t.Logf("compared %d rows over %d runs", compared, len(runs))
-	if compared == 0 {
-		t.Fatal("no rows compared")
-	}
+	compared := compareStores(t, filepath.Join(ref, "store"), filepath.Join(chaos, "store"))
+	t.Logf("compared %d rows", compared)
 	for _, ck := range []string{"sft", "iter-000001", "iter-000002"} {
 		a := fileSHA(t, filepath.Join(ref, "work", "checkpoints", ck, "model.safetensors"))
 		if b := fileSHA(t, filepath.Join(chaos, "work", "checkpoints", ck, "model.safetensors")); a != b {
@@ -128,49 +98,8 @@ func TestChaosResume(t *testing.T) {
 // first stderr line with p.marker; false when the child ended first.
 func killAt(t *testing.T, self string, args []string, p chaosPoint) (killed bool, log string) {
 	t.Helper()
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), "LEGORL_TEST_RUN_MAIN=1", "LEGORL_TEST_ARGS="+strings.Join(args, " "))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the kill takes its pipeline workers too
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout = io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	seen := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(stderr)
-		marked := false
-		for sc.Scan() {
-			fmt.Fprintln(&b, sc.Text())
-			if !marked && strings.Contains(sc.Text(), p.marker) {
-				marked = true
-				close(seen)
-			}
-		}
-	}()
-	select {
-	case <-seen:
-		time.Sleep(p.delay)
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-		cmd.Wait()
-		return true, b.String()
-	case <-done:
-		cmd.Wait()
-		return false, b.String()
-	case <-time.After(5 * time.Minute):
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-		cmd.Wait()
-		t.Fatalf("kill point %q: no %q within 5 minutes:\n%s", p.stage, p.marker, b.String())
-		return false, ""
-	}
+	log, killed = killChild(t, self, args, killSpec{stage: p.stage, marker: p.marker, delay: p.delay})
+	return killed, log
 }
 
 // volatile are row fields that measure time, not content.

@@ -171,7 +171,7 @@ func pipelineConfig(ctx context.Context, env *environ, sf *storeFlags, a rollout
 	if _, err := os.Stat(filepath.Join(policy, "tokenizer.json")); err != nil {
 		return fail(fmt.Errorf("policy: %w", err))
 	}
-	polVersion, err := checkpoint.Version(policy)
+	polVersion, err := checkpoint.VerifiedVersion(policy)
 	if err != nil {
 		return fail(err)
 	}

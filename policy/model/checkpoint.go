@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/legorl/legorl/policy/backend"
+	"github.com/legorl/legorl/policy/checkpoint"
 	"github.com/legorl/legorl/policy/safetensors"
 	"github.com/legorl/legorl/policy/tokenizer"
 )
@@ -100,8 +101,14 @@ func copyFile(src, dst string) error {
 // Every tensor the config implies must be present with its shape, and no
 // other tensor may be; errors name the tensor. The model's Support is the
 // size of the folder's tokenizer.json (tokenizer.LoadSize), capped at
-// vocab_size; without a tokenizer.json it is vocab_size.
+// vocab_size; without a tokenizer.json it is vocab_size. A folder with a
+// lineage.json is first checked against the sha256 it records of each file
+// (checkpoint.Verify): a damaged checkpoint fails with
+// checkpoint.ErrDamaged naming the file, before a byte of it is used.
 func Load(dir string) (*Model, error) {
+	if _, err := checkpoint.Verify(dir); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
+	}
 	cfg, err := LoadConfig(filepath.Join(dir, ConfigFile))
 	if err != nil {
 		return nil, err

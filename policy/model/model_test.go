@@ -1,6 +1,8 @@
 package model
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/legorl/legorl/policy/checkpoint"
 	"github.com/legorl/legorl/policy/safetensors"
 )
 
@@ -547,5 +550,78 @@ func TestAdamWResume(t *testing.T) {
 	other, _ := NewAdamW(mustNew(t, tinyMoE(true), 1), cfg)
 	if err := other.LoadState(state); err == nil || !strings.Contains(err.Error(), `"exp_avg" has shape`) {
 		t.Fatalf("loading another model's state: %v", err)
+	}
+}
+
+// TestLoadVerifies damages a sealed checkpoint (one whose lineage.json
+// records each file's sha256) in the three ways a disk or a killed copy
+// does, and wants Load to refuse it naming the file.
+func TestLoadVerifies(t *testing.T) {
+	m := mustNew(t, tinyDense(false), 2)
+	for _, tc := range []struct {
+		name, file string
+		damage     func(path string) error
+		want       string
+	}{
+		{"intact", "", nil, ""},
+		{"flipped byte", "model.safetensors", func(p string) error {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			b[len(b)-5] ^= 0x10 // a weight's low mantissa bit: the tensors still parse
+			return os.WriteFile(p, b, 0o644)
+		}, "has sha256"},
+		{"truncated file", "model.safetensors", func(p string) error { return os.Truncate(p, 100) }, "has sha256"},
+		{"missing file", "config.json", os.Remove, "is missing (lineage.json lists it)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := m.Save(dir, SaveOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			seal(t, dir)
+			if tc.damage != nil {
+				if err := tc.damage(filepath.Join(dir, tc.file)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := Load(dir)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, checkpoint.ErrDamaged) || !errors.Is(err, ErrCheckpoint) ||
+				!strings.Contains(err.Error(), filepath.Join(dir, tc.file)+" "+tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("Load: %v; want one line wrapping ErrDamaged naming %s", err, tc.file)
+			}
+		})
+	}
+}
+
+// seal writes dir/lineage.json recording the sha256 of every file in dir.
+func seal(t *testing.T, dir string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := checkpoint.Header{Format: checkpoint.Format, Version: 1, Files: map[string]string{}}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(b)
+		h.Files[e.Name()] = hex.EncodeToString(sum[:])
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, checkpoint.File), b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
