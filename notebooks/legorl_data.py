@@ -38,6 +38,8 @@ import tempfile
 # they agree with it.
 SCHEMA_VERSION = 2
 TABLES = ("rollouts", "segments", "steps", "train_steps", "replay")
+# RUN_TABLES are the tables a run writes; replay is written by an audit (legorl audit --replay).
+RUN_TABLES = TABLES[:4]
 TERMINATIONS = ("agent_completed", "max_turns", "timeout", "overlong", "context_error",
                 "env_setup_failed", "sandbox_crash", "harness_error")
 # Only these are scored (status "completed"); every other termination is an
