@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -208,7 +209,7 @@ func TestCluster(t *testing.T) {
 		it3[len(it3)-1] = pools["w2"]
 		out = c.legorl(trainer, it3...)
 		t.Logf("iteration 3 run again on w2: %s", strings.TrimSpace(out))
-		if !strings.Contains(out, "reused 1") && !strings.Contains(out, "reused 2") {
+		if !regexp.MustCompile(`reused [1-9]`).MatchString(out) { // w1 may have claimed any number of groups before the kill
 			t.Errorf("iteration 3 on w2 reused no group claimed on w1: %q", out)
 		}
 	}
